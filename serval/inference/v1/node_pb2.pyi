@@ -1,0 +1,258 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from serval.translation.v1 import engine_pb2 as _engine_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ProtocolVersion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTOCOL_VERSION_UNSPECIFIED: _ClassVar[ProtocolVersion]
+    PROTOCOL_VERSION_1: _ClassVar[ProtocolVersion]
+
+class ModelState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODEL_STATE_UNSPECIFIED: _ClassVar[ModelState]
+    MODEL_STATE_LOADING: _ClassVar[ModelState]
+    MODEL_STATE_READY: _ClassVar[ModelState]
+    MODEL_STATE_FAILED: _ClassVar[ModelState]
+    MODEL_STATE_UNLOADED: _ClassVar[ModelState]
+
+class WorkErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORK_ERROR_CODE_UNSPECIFIED: _ClassVar[WorkErrorCode]
+    WORK_ERROR_CODE_INVALID_ARGUMENT: _ClassVar[WorkErrorCode]
+    WORK_ERROR_CODE_MODEL_UNAVAILABLE: _ClassVar[WorkErrorCode]
+    WORK_ERROR_CODE_DEADLINE_EXCEEDED: _ClassVar[WorkErrorCode]
+    WORK_ERROR_CODE_OVERLOADED: _ClassVar[WorkErrorCode]
+    WORK_ERROR_CODE_CANCELED: _ClassVar[WorkErrorCode]
+    WORK_ERROR_CODE_INTERNAL: _ClassVar[WorkErrorCode]
+
+class RejectionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REJECTION_REASON_UNSPECIFIED: _ClassVar[RejectionReason]
+    REJECTION_REASON_BAD_TOKEN: _ClassVar[RejectionReason]
+    REJECTION_REASON_INCOMPATIBLE_PROTOCOL: _ClassVar[RejectionReason]
+    REJECTION_REASON_BAD_HELLO: _ClassVar[RejectionReason]
+PROTOCOL_VERSION_UNSPECIFIED: ProtocolVersion
+PROTOCOL_VERSION_1: ProtocolVersion
+MODEL_STATE_UNSPECIFIED: ModelState
+MODEL_STATE_LOADING: ModelState
+MODEL_STATE_READY: ModelState
+MODEL_STATE_FAILED: ModelState
+MODEL_STATE_UNLOADED: ModelState
+WORK_ERROR_CODE_UNSPECIFIED: WorkErrorCode
+WORK_ERROR_CODE_INVALID_ARGUMENT: WorkErrorCode
+WORK_ERROR_CODE_MODEL_UNAVAILABLE: WorkErrorCode
+WORK_ERROR_CODE_DEADLINE_EXCEEDED: WorkErrorCode
+WORK_ERROR_CODE_OVERLOADED: WorkErrorCode
+WORK_ERROR_CODE_CANCELED: WorkErrorCode
+WORK_ERROR_CODE_INTERNAL: WorkErrorCode
+REJECTION_REASON_UNSPECIFIED: RejectionReason
+REJECTION_REASON_BAD_TOKEN: RejectionReason
+REJECTION_REASON_INCOMPATIBLE_PROTOCOL: RejectionReason
+REJECTION_REASON_BAD_HELLO: RejectionReason
+
+class NodeMessage(_message.Message):
+    __slots__ = ("hello", "heartbeat", "result", "model_status", "goodbye")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_STATUS_FIELD_NUMBER: _ClassVar[int]
+    GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    heartbeat: Heartbeat
+    result: WorkResult
+    model_status: ModelStatus
+    goodbye: Goodbye
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[WorkResult, _Mapping]] = ..., model_status: _Optional[_Union[ModelStatus, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("protocol_version", "node_id", "device", "free_slots", "models", "software_version")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    node_id: str
+    device: DeviceInfo
+    free_slots: int
+    models: _containers.RepeatedCompositeFieldContainer[ModelStatus]
+    software_version: str
+    def __init__(self, protocol_version: _Optional[int] = ..., node_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., free_slots: _Optional[int] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ..., software_version: _Optional[str] = ...) -> None: ...
+
+class DeviceInfo(_message.Message):
+    __slots__ = ("kind", "index", "name", "compute_type", "memory_total_bytes", "memory_free_bytes")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    index: int
+    name: str
+    compute_type: str
+    memory_total_bytes: int
+    memory_free_bytes: int
+    def __init__(self, kind: _Optional[str] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., compute_type: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., memory_free_bytes: _Optional[int] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("sent_at", "free_slots", "memory_free_bytes", "draining")
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    sent_at: _timestamp_pb2.Timestamp
+    free_slots: int
+    memory_free_bytes: int
+    draining: bool
+    def __init__(self, sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., free_slots: _Optional[int] = ..., memory_free_bytes: _Optional[int] = ..., draining: _Optional[bool] = ...) -> None: ...
+
+class ModelRef(_message.Message):
+    __slots__ = ("engine_id", "revision", "location")
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
+    engine_id: str
+    revision: int
+    location: str
+    def __init__(self, engine_id: _Optional[str] = ..., revision: _Optional[int] = ..., location: _Optional[str] = ...) -> None: ...
+
+class ModelStatus(_message.Message):
+    __slots__ = ("model", "state", "message", "size_bytes")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    model: ModelRef
+    state: ModelState
+    message: str
+    size_bytes: int
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., message: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class WorkResult(_message.Message):
+    __slots__ = ("request_id", "translate", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSLATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    translate: TranslateOutput
+    error: WorkError
+    def __init__(self, request_id: _Optional[str] = ..., translate: _Optional[_Union[TranslateOutput, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
+
+class TranslateOutput(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[_engine_pb2.TranslationResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[_engine_pb2.TranslationResult, _Mapping]]] = ...) -> None: ...
+
+class WorkError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: WorkErrorCode
+    message: str
+    def __init__(self, code: _Optional[_Union[WorkErrorCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class Goodbye(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class ApiMessage(_message.Message):
+    __slots__ = ("welcome", "rejection", "work", "load_model", "unload_model", "drain", "cancel")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    REJECTION_FIELD_NUMBER: _ClassVar[int]
+    WORK_FIELD_NUMBER: _ClassVar[int]
+    LOAD_MODEL_FIELD_NUMBER: _ClassVar[int]
+    UNLOAD_MODEL_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    rejection: Rejection
+    work: WorkItem
+    load_model: LoadModel
+    unload_model: UnloadModel
+    drain: Drain
+    cancel: Cancel
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ..., work: _Optional[_Union[WorkItem, _Mapping]] = ..., load_model: _Optional[_Union[LoadModel, _Mapping]] = ..., unload_model: _Optional[_Union[UnloadModel, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("protocol_version", "session_id", "api_instance_id", "heartbeat_interval_ms")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    API_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    session_id: str
+    api_instance_id: str
+    heartbeat_interval_ms: int
+    def __init__(self, protocol_version: _Optional[int] = ..., session_id: _Optional[str] = ..., api_instance_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+
+class Rejection(_message.Message):
+    __slots__ = ("reason", "message", "supported_protocol_versions")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_PROTOCOL_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    reason: RejectionReason
+    message: str
+    supported_protocol_versions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, reason: _Optional[_Union[RejectionReason, str]] = ..., message: _Optional[str] = ..., supported_protocol_versions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class WorkItem(_message.Message):
+    __slots__ = ("request_id", "deadline", "model", "translate")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TRANSLATE_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    deadline: _timestamp_pb2.Timestamp
+    model: ModelRef
+    translate: TranslateOp
+    def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ...) -> None: ...
+
+class TranslateOp(_message.Message):
+    __slots__ = ("segment", "n", "source_language", "target_language")
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    segment: str
+    n: int
+    source_language: str
+    target_language: str
+    def __init__(self, segment: _Optional[str] = ..., n: _Optional[int] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
+
+class LoadModel(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: ModelRef
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ...) -> None: ...
+
+class UnloadModel(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: ModelRef
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ...) -> None: ...
+
+class Drain(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class Cancel(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""Builds: the state machine and the launchers that run build jobs."""

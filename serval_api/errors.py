@@ -1,0 +1,78 @@
+"""Typed errors of the API service and the one place they map to HTTP and gRPC status codes.
+
+Service functions raise these; the REST and gRPC adapters translate them with `http_status`
+and `grpc_code` and never decide a status code themselves.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+
+class ServalError(Exception):
+    http_status: int = 500
+    grpc_code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+class InvalidArgument(ServalError):
+    http_status = 400
+    grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class Unauthenticated(ServalError):
+    http_status = 401
+    grpc_code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(ServalError):
+    http_status = 403
+    grpc_code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class NotFound(ServalError):
+    http_status = 404
+    grpc_code = grpc.StatusCode.NOT_FOUND
+
+
+class NotSupported(ServalError):
+    """The engine type cannot do this call."""
+
+    http_status = 405
+    grpc_code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class Timeout(ServalError):
+    """A long poll ended without the awaited change."""
+
+    http_status = 408
+    grpc_code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class Conflict(ServalError):
+    """The entity's state forbids the call (a build already running, an id taken)."""
+
+    http_status = 409
+    grpc_code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class NotBuilt(Conflict):
+    """Translate or word graph on an engine with no completed build."""
+
+    grpc_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class PayloadTooLarge(ServalError):
+    http_status = 413
+    grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class Unavailable(ServalError):
+    """No inference capacity, or the work did not finish within its deadline."""
+
+    http_status = 503
+    grpc_code = grpc.StatusCode.UNAVAILABLE

@@ -1,0 +1,1 @@
+"""Node sessions and the dispatcher that sends inference work to inference nodes."""

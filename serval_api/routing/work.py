@@ -1,0 +1,28 @@
+"""What the API service asks of an inference node, independent of the stream that carries it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """One model revision of one engine, and where it lives in the model store."""
+
+    engine_id: str
+    revision: int
+
+    @property
+    def location(self) -> str:
+        return f"models/{self.engine_id}/{self.revision}"
+
+
+@dataclass(frozen=True)
+class TranslateWork:
+    """translate (n = 1) or translate-n (n > 1) of one segment with one model revision."""
+
+    model: ModelKey
+    source_language: str
+    target_language: str
+    segment: str
+    n: int = 1

@@ -1,0 +1,97 @@
+"""The one settings object. Every value comes from a default, an environment variable
+(`SERVAL_` prefix, `__` between section and field: `SERVAL_API__REST_PORT=8080`) or a CLI flag.
+
+The defaults make the embedded mode work with zero configuration: everything lives under
+`SERVAL_HOME` (`./.serval`), SQLite, a local-folder model store, a local job runner and one
+CPU node on loopback.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class StoreSettings(BaseModel):
+    url: str | None = Field(
+        default=None,
+        description="Model store: `file:///path` or `s3://bucket/prefix`; default `{home}/store`.",
+    )
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+
+
+class ApiSettings(BaseModel):
+    host: str = "127.0.0.1"
+    grpc_port: int = 50051
+    rest_port: int = 8080
+    public_url: str | None = Field(default=None, description="Base URL used in `url` fields and Location.")
+    instance_id: str | None = Field(default=None, description="Name of this API replica in logs and welcomes.")
+    heartbeat_interval_s: float = 2.0
+    node_timeout_s: float = Field(default=10.0, description="A node that sent nothing for this long is gone.")
+    request_timeout_s: float = 30.0
+    max_segment_chars: int = 2000
+    max_n_best: int = 20
+    max_queued_requests: int = 1000
+
+
+class NodeSettings(BaseModel):
+    api_addresses: list[str] = Field(default_factory=lambda: ["127.0.0.1:50051"])
+    token: str | None = None
+    node_id: str | None = None
+    device: str = Field(default="auto", description="auto, cpu or cuda")
+    device_index: int = 0
+    compute_type: str = Field(default="auto", description="auto: int8_float16 on CUDA, int8 on CPU")
+    intra_threads: int = 1
+    inter_threads: int = 1
+    slots: int = 64
+    cache_dir: Path | None = None
+    max_batch_size: int = 32
+    max_batch_wait_ms: float = 3.0
+    beam_size: int = 4
+    max_input_tokens: int = 256
+    max_decoding_length: int = 256
+
+
+class JobSettings(BaseModel):
+    launcher: str = Field(default="local", description="local or clearml")
+    max_concurrent: int = 1
+    default_base_model: str = "tiny-nllb"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SERVAL_", env_nested_delimiter="__", extra="ignore")
+
+    home: Path = Path(".serval")
+    database_url: str | None = None
+    log_format: str = Field(default="text", description="text or json")
+    log_level: str = "INFO"
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    node: NodeSettings = Field(default_factory=NodeSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
+
+    @cached_property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.home / 'serval.db').resolve()}"
+
+    @cached_property
+    def resolved_store_url(self) -> str:
+        return self.store.url or (self.home / "store").resolve().as_uri()
+
+    @cached_property
+    def node_cache_dir(self) -> Path:
+        return (self.node.cache_dir or self.home / "node-cache").resolve()
+
+    @property
+    def api_grpc_address(self) -> str:
+        return f"{self.api.host}:{self.api.grpc_port}"
+
+    @property
+    def api_base_url(self) -> str:
+        return (self.api.public_url or f"http://{self.api.host}:{self.api.rest_port}").rstrip("/")

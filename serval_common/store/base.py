@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+class StoreError(Exception):
+    """A model store object is missing, unreadable or could not be written."""
+
+
+class ModelStore(ABC):
+    """Keys are POSIX paths relative to the store root (`models/{engineId}/{revision}/model.bin`)."""
+
+    url: str
+
+    @abstractmethod
+    def read_bytes(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def write_bytes(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def upload_file(self, key: str, source: Path) -> None: ...
+
+    @abstractmethod
+    def download_file(self, key: str, target: Path) -> None:
+        """Write the object to `target` (the caller renames it into place)."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list_keys(self, prefix: str) -> list[str]:
+        """Every key under `prefix` (a folder), sorted."""
+
+    @abstractmethod
+    def delete_prefix(self, prefix: str) -> None: ...
+
+
+def open_store(url: str, **s3_options: str | None) -> ModelStore:
+    """Open `file:///path` (or a bare path) as a local store, `s3://bucket/prefix` as S3."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("", "file"):
+        from serval_common.store.local import LocalStore
+
+        return LocalStore(Path(parsed.path if parsed.scheme else url))
+    if parsed.scheme == "s3":
+        from serval_common.store.s3 import S3Store
+
+        return S3Store(bucket=parsed.netloc, prefix=parsed.path.strip("/"), **s3_options)
+    raise StoreError(f"unsupported model store URL {url!r}: use file:///path or s3://bucket/prefix")

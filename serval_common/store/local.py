@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from serval_common.store.base import ModelStore, StoreError
+
+
+class LocalStore(ModelStore):
+    """A model store in a local folder: the embedded default."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.url = self.root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root):
+            raise StoreError(f"key {key!r} leaves the store")
+        return path
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError as exc:
+            raise StoreError(f"{key} is not in the model store {self.url}") from exc
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as tmp:
+            tmp.write(data)
+        os.replace(tmp.name, path)
+
+    def upload_file(self, key: str, source: Path) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".tmp-{path.name}")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, path)
+
+    def download_file(self, key: str, target: Path) -> None:
+        try:
+            shutil.copyfile(self._path(key), target)
+        except FileNotFoundError as exc:
+            raise StoreError(f"{key} is not in the model store {self.url}") from exc
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list_keys(self, prefix: str) -> list[str]:
+        folder = self._path(prefix)
+        if not folder.is_dir():
+            return []
+        return sorted(
+            p.relative_to(self.root).as_posix()
+            for p in folder.rglob("*")
+            if p.is_file() and not p.name.startswith(".tmp-")
+        )
+
+    def delete_prefix(self, prefix: str) -> None:
+        shutil.rmtree(self._path(prefix), ignore_errors=True)
