@@ -56,7 +56,11 @@ def main() -> None:
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
             generate(Path(tmp))
-            stale = differences(Path(tmp) / "serval", OUT / "serval") if (OUT / "serval").exists() else ["serval/"]
+            stale = (
+                differences(Path(tmp) / "serval", OUT / "serval")
+                if (OUT / "serval").exists()
+                else ["serval/"]
+            )
         if stale:
             sys.exit("generated protobuf code is stale; run `make protos`:\n  " + "\n  ".join(stale))
         print("generated protobuf code is current")

@@ -89,7 +89,9 @@ def read_manifest(store: ModelStore, prefix: str) -> Manifest:
     try:
         raw = store.read_bytes(f"{prefix}/{MANIFEST}")
     except StoreError as exc:
-        raise ManifestError(f"no {MANIFEST} under {prefix}: the model is missing or not yet published") from exc
+        raise ManifestError(
+            f"no {MANIFEST} under {prefix}: the model is missing or not yet published"
+        ) from exc
     try:
         return Manifest.model_validate_json(raw)
     except ValueError as exc:

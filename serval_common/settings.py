@@ -31,7 +31,7 @@ class ApiSettings(BaseModel):
     grpc_port: int = 50051
     rest_port: int = 8080
     public_url: str | None = Field(default=None, description="Base URL used in `url` fields and Location.")
-    instance_id: str | None = Field(default=None, description="Name of this API replica in logs and welcomes.")
+    instance_id: str | None = Field(default=None, description="This API replica's name in logs.")
     heartbeat_interval_s: float = 2.0
     node_timeout_s: float = Field(default=10.0, description="A node that sent nothing for this long is gone.")
     request_timeout_s: float = 30.0

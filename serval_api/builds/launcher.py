@@ -34,8 +34,11 @@ class JobSpec:
             "--options", self.options_json,
             "--store-url", self.store_url,
             "--api-address", self.api_address,
-            "--job-token", self.job_token,
         ]  # fmt: skip
+
+    def environment(self) -> dict[str, str]:
+        """Secrets travel in the environment, never on a command line that `ps` shows."""
+        return {"SERVAL_JOB_TOKEN": self.job_token}
 
 
 class JobLauncher(ABC):
@@ -51,5 +54,6 @@ class JobLauncher(ABC):
     def queue_depth(self) -> int:
         """Jobs waiting for a free slot."""
 
+    @abstractmethod
     async def close(self) -> None:
         """Stop every job this launcher started (API service shutdown)."""

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from serval_common.settings import Settings
 
 
 class StoreError(Exception):
@@ -50,3 +54,14 @@ def open_store(url: str, **s3_options: str | None) -> ModelStore:
 
         return S3Store(bucket=parsed.netloc, prefix=parsed.path.strip("/"), **s3_options)
     raise StoreError(f"unsupported model store URL {url!r}: use file:///path or s3://bucket/prefix")
+
+
+def store_from_settings(settings: Settings, url: str | None = None) -> ModelStore:
+    """The model store the settings name (or `url` in it, e.g. the one a build job was given)."""
+    return open_store(
+        url or settings.resolved_store_url,
+        endpoint_url=settings.store.s3_endpoint_url,
+        region=settings.store.s3_region,
+        access_key_id=settings.store.s3_access_key_id,
+        secret_access_key=settings.store.s3_secret_access_key,
+    )

@@ -1,0 +1,35 @@
+# The two set-up commands: `make demo` (the main job on embedded defaults) and `make test`.
+# Both create the virtual environment in .venv and install what they need.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint protos bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[api,node,jobs,dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/serval demo
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed
+	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+protos: $(VENV)/.installed
+	$(BIN)/python scripts/gen_protos.py
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/translate_path.py
+
+clean:
+	rm -rf $(VENV) .serval

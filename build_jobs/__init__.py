@@ -1,0 +1,1 @@
+"""Build jobs: one fine-tune (or inference-only publish) that produces a new model revision."""

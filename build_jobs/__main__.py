@@ -1,0 +1,3 @@
+from build_jobs.cli import app
+
+app()

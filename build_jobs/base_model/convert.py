@@ -1,0 +1,26 @@
+"""Conversion of a Hugging Face NLLB-architecture folder into a CTranslate2 model folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def convert_to_ctranslate2(hf_dir: Path, out_dir: Path, *, quantization: str | None = "int8") -> Path:
+    """Write the CTranslate2 model into `out_dir` (which must be absent or empty), with the
+    SentencePiece model and the tokenizer files beside it; returns `out_dir`."""
+    from ctranslate2.converters import TransformersConverter
+
+    if not (hf_dir / SENTENCEPIECE_MODEL).is_file():
+        raise ValueError(f"{hf_dir} has no {SENTENCEPIECE_MODEL}")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise FileExistsError(f"{out_dir} already exists and is not empty")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    copy_files = [SENTENCEPIECE_MODEL, *(name for name in TOKENIZER_FILES if (hf_dir / name).is_file())]
+    converter = TransformersConverter(str(hf_dir), copy_files=copy_files)
+    # `force` only lets the converter reuse an empty folder: it deletes the folder first.
+    converter.convert(str(out_dir), quantization=quantization, force=out_dir.exists())
+    return out_dir

@@ -1,0 +1,200 @@
+"""A tiny NLLB-architecture model trained from scratch on one language pair: a base model that exists
+offline, for tests and demos. About a million parameters at the defaults; it needs roughly 1000 steps
+at a constant learning rate before its output resembles the target language."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, make_nllb_tokenizer, save_nllb_tokenizer
+from serval_common.languages import NLLB_LANGUAGE_CODE_SET
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import M2M100ForConditionalGeneration, NllbTokenizer
+
+Progress = Callable[[int, int, float], None]
+"""Called after each training step with (step, steps, loss); step counts from 1."""
+
+MAX_TOKENS = 128
+MAX_POSITIONS = 256
+PAD_ID = 1
+EOS_ID = 2
+IGNORED_LABEL = -100
+
+
+@dataclass(frozen=True)
+class Example:
+    source_ids: list[int]
+    label_ids: list[int]
+
+
+def make_tiny_model(
+    out_dir: Path,
+    source_lines: Sequence[str],
+    target_lines: Sequence[str],
+    source_code: str,
+    target_code: str,
+    *,
+    steps: int = 1000,
+    d_model: int = 128,
+    layers: int = 2,
+    heads: int = 4,
+    ffn: int = 512,
+    vocab_size: int = 1000,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Path:
+    """Train a model on the parallel lines and write it as a Hugging Face folder (model, config,
+    tokenizer files and `sentencepiece.bpe.model`) into `out_dir`, which it returns."""
+    import torch
+    from transformers import M2M100Config, M2M100ForConditionalGeneration
+
+    pairs = _parallel_pairs(source_lines, target_lines)
+    for code in (source_code, target_code):
+        if code not in NLLB_LANGUAGE_CODE_SET:
+            raise ValueError(f"{code!r} is not an NLLB-200 language code")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = make_nllb_tokenizer([line for pair in pairs for line in pair], out_dir, vocab_size=vocab_size)
+    examples = _encode(tokenizer, pairs, source_code, target_code)
+
+    with _torch_threads(_training_threads()):
+        torch.manual_seed(seed)
+        config = M2M100Config(
+            vocab_size=len(tokenizer),
+            d_model=d_model,
+            encoder_layers=layers,
+            decoder_layers=layers,
+            encoder_attention_heads=heads,
+            decoder_attention_heads=heads,
+            encoder_ffn_dim=ffn,
+            decoder_ffn_dim=ffn,
+            max_position_embeddings=MAX_POSITIONS,
+            activation_function="relu",
+            dropout=0.1,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            encoder_layerdrop=0.0,
+            decoder_layerdrop=0.0,
+            scale_embedding=True,
+            tie_word_embeddings=True,
+            pad_token_id=PAD_ID,
+            bos_token_id=0,
+            eos_token_id=EOS_ID,
+            decoder_start_token_id=EOS_ID,
+        )
+        model = M2M100ForConditionalGeneration(config)
+        _train(model, examples, steps=steps, lr=lr, batch_size=batch_size, seed=seed, progress=progress)
+        model.save_pretrained(str(out_dir))
+    save_nllb_tokenizer(tokenizer, out_dir / SENTENCEPIECE_MODEL, out_dir)
+    return out_dir
+
+
+def _parallel_pairs(source_lines: Sequence[str], target_lines: Sequence[str]) -> list[tuple[str, str]]:
+    if len(source_lines) != len(target_lines):
+        raise ValueError(f"{len(source_lines)} source lines but {len(target_lines)} target lines")
+    pairs = [(s.strip(), t.strip()) for s, t in zip(source_lines, target_lines, strict=True)]
+    pairs = [(s, t) for s, t in pairs if s and t]
+    if not pairs:
+        raise ValueError("no parallel pair has text on both sides")
+    return pairs
+
+
+def _encode(
+    tokenizer: NllbTokenizer, pairs: list[tuple[str, str]], source_code: str, target_code: str
+) -> list[Example]:
+    """NLLB layout: source `[src_code] pieces </s>`, labels `[tgt_code] pieces </s>`."""
+    vocabulary = tokenizer.get_vocab()
+    source_id, target_id = vocabulary[source_code], vocabulary[target_code]
+    sources = tokenizer([s for s, _ in pairs], add_special_tokens=False)["input_ids"]
+    targets = tokenizer([t for _, t in pairs], add_special_tokens=False)["input_ids"]
+    body = MAX_TOKENS - 2
+    return [
+        Example([source_id, *s[:body], EOS_ID], [target_id, *t[:body], EOS_ID])
+        for s, t in zip(sources, targets, strict=True)
+    ]
+
+
+def _train(
+    model: M2M100ForConditionalGeneration,
+    examples: list[Example],
+    *,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    progress: Progress | None,
+) -> None:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    batches = _batches(examples, batch_size, generator)
+    model.train()
+    for step in range(1, steps + 1):
+        source, attention_mask, decoder_input, labels = _collate(next(batches))
+        loss = model(
+            input_ids=source, attention_mask=attention_mask, decoder_input_ids=decoder_input, labels=labels
+        ).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if progress is not None:
+            progress(step, steps, loss.item())
+    model.eval()
+
+
+def _batches(examples: list[Example], batch_size: int, generator: torch.Generator) -> Iterator[list[Example]]:
+    """Endless batches, each epoch in a new random order."""
+    import torch
+
+    while True:
+        order = torch.randperm(len(examples), generator=generator).tolist()
+        for start in range(0, len(order), batch_size):
+            yield [examples[i] for i in order[start : start + batch_size]]
+
+
+def _collate(batch: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher forcing: the decoder reads `</s> [tgt_code] pieces`, the labels shifted right."""
+    import torch
+
+    source = _pad([e.source_ids for e in batch], PAD_ID)
+    decoder_input = _pad([[EOS_ID, *e.label_ids[:-1]] for e in batch], PAD_ID)
+    labels = _pad([e.label_ids for e in batch], IGNORED_LABEL)
+    return (
+        torch.tensor(source),
+        torch.tensor(source) != PAD_ID,
+        torch.tensor(decoder_input),
+        torch.tensor(labels),
+    )
+
+
+def _pad(rows: list[list[int]], value: int) -> list[list[int]]:
+    width = max(len(row) for row in rows)
+    return [row + [value] * (width - len(row)) for row in rows]
+
+
+def _training_threads() -> int:
+    """Threads beyond a few do not help a model this small and hurt when cores are shared."""
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
+
+
+@contextmanager
+def _torch_threads(count: int) -> Iterator[None]:
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

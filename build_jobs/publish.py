@@ -1,0 +1,66 @@
+"""Publishing model revisions to the model store (files first, manifest last)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from serval_common.manifest import Manifest, ManifestError, publish_folder, read_manifest
+from serval_common.store import ModelStore
+
+
+def base_model_prefix(name: str) -> str:
+    return f"base-models/{name}"
+
+
+def revision_prefix(engine_id: str, revision: int) -> str:
+    return f"models/{engine_id}/{revision}"
+
+
+def publish_inference_only(
+    store: ModelStore,
+    *,
+    engine_id: str,
+    revision: int,
+    build_id: str,
+    base_model: str,
+    source_language: str,
+    target_language: str,
+) -> Manifest:
+    """Publish `base_model` as the engine's revision without copying its weights."""
+    base = read_manifest(store, base_model_prefix(base_model))
+    unknown = [code for code in (source_language, target_language) if code not in base.languages]
+    if unknown:
+        raise ManifestError(
+            f"base model {base_model!r} does not know {', '.join(unknown)}; "
+            "an inference-only build can only serve languages the base model knows"
+        )
+    manifest = Manifest(
+        kind="model-revision",
+        engine_id=engine_id,
+        revision=revision,
+        build_id=build_id,
+        base_model=base_model,
+        weights_from=base_model_prefix(base_model),
+        source_language=source_language,
+        target_language=target_language,
+        languages=base.languages,
+        ctranslate2_version=base.ctranslate2_version,
+        quantization=base.quantization,
+        scores=base.scores,
+    )
+    return publish_folder(store, revision_prefix(engine_id, revision), None, manifest)
+
+
+def publish_base_model(
+    store: ModelStore, name: str, ct2_dir: Path, *, languages: list[str], quantization: str | None
+) -> Manifest:
+    import ctranslate2
+
+    manifest = Manifest(
+        kind="base-model",
+        name=name,
+        languages=languages,
+        ctranslate2_version=ctranslate2.__version__,
+        quantization=quantization,
+    )
+    return publish_folder(store, base_model_prefix(name), ct2_dir, manifest)

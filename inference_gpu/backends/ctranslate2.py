@@ -1,0 +1,150 @@
+"""The CTranslate2 backend.
+
+CTranslate2 4.8's `translate_batch` gives no per-token log-probabilities (`return_log_prob`
+exists only for `Generator`), so each batch's hypotheses are rescored with one `score_batch`
+call: a single teacher-forced pass whose per-token values match the decoder's (the
+hypothesis score equals their sum over `len(tokens) + 2` to the length penalty: language
+token, tokens, `</s>`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+
+import ctranslate2
+import numpy as np
+
+from inference_gpu.backends.base import Backend, Hypothesis, TranslateRequest
+from serval_common.settings import NodeSettings
+
+_COMPUTE_TYPES = {
+    "cuda": ("int8_float16", "int8_bfloat16", "float16", "int8", "float32"),
+    "cpu": ("int8", "int8_float32", "float32"),
+}
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+
+
+def resolve_compute_type(compute_type: str, device: str, device_index: int = 0) -> str:
+    """`auto`: int8_float16 on CUDA, int8 on the CPU, or the next best the device supports."""
+    if compute_type != "auto":
+        return compute_type
+    supported = ctranslate2.get_supported_compute_types(device, device_index)
+    preferred = _COMPUTE_TYPES.get(device, ("float32",))
+    return next((kind for kind in preferred if kind in supported), "default")
+
+
+class CTranslate2Backend(Backend):
+    name = "ctranslate2"
+
+    def __init__(
+        self, translator: ctranslate2.Translator, folder: Path, settings: NodeSettings, compute_type: str
+    ) -> None:
+        self._translator: ctranslate2.Translator | None = translator
+        self._folder = folder
+        self._settings = settings
+        self._compute_type = compute_type
+        self._size_bytes = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+    @classmethod
+    def load(cls, folder: Path, settings: NodeSettings) -> Self:
+        device = resolve_device(settings.device)
+        compute_type = resolve_compute_type(settings.compute_type, device, settings.device_index)
+        translator = ctranslate2.Translator(
+            str(folder),
+            device=device,
+            device_index=settings.device_index,
+            compute_type=compute_type,
+            intra_threads=settings.intra_threads,
+            inter_threads=settings.inter_threads,
+        )
+        return cls(translator, folder, settings, compute_type)
+
+    @property
+    def translator(self) -> ctranslate2.Translator:
+        if self._translator is None:
+            raise RuntimeError(f"the model in {self._folder} is unloaded")
+        return self._translator
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    @property
+    def device(self) -> str:
+        return str(self.translator.device)
+
+    @property
+    def compute_type(self) -> str:
+        return self._compute_type
+
+    @property
+    def max_concurrent_batches(self) -> int:
+        return max(1, self._settings.inter_threads)
+
+    def translate(self, requests: list[TranslateRequest]) -> list[list[Hypothesis]]:
+        if not requests:
+            return []
+        num_hypotheses, beam_size = requests[0].key
+        if any(request.key != requests[0].key for request in requests):
+            raise ValueError("one batch mixes decoding settings")
+        translator = self.translator
+        results = translator.translate_batch(
+            [request.source for request in requests],
+            target_prefix=[request.target_prefix for request in requests],
+            beam_size=beam_size,
+            num_hypotheses=num_hypotheses,
+            return_scores=True,
+            return_attention=True,
+            max_input_length=0,
+            max_decoding_length=self._settings.max_decoding_length
+            + max(len(r.target_prefix) for r in requests),
+        )
+        flat = [
+            (index, hypothesis) for index, result in enumerate(results) for hypothesis in result.hypotheses
+        ]
+        scored = translator.score_batch(
+            [requests[index].source for index, _ in flat],
+            [hypothesis for _, hypothesis in flat],
+            max_input_length=0,
+        )
+        log_probs = iter(score.log_probs for score in scored)
+        return [
+            [
+                to_hypothesis(request.target_prefix, tokens, score, next(log_probs), attention)
+                for tokens, score, attention in zip(
+                    result.hypotheses, result.scores, result.attention, strict=True
+                )
+            ]
+            for request, result in zip(requests, results, strict=True)
+        ]
+
+    def unload(self) -> None:
+        translator, self._translator = self._translator, None
+        if translator is not None and translator.model_is_loaded:
+            translator.unload_model()
+
+
+def to_hypothesis(
+    prefix: list[str],
+    tokens: list[str],
+    score: float,
+    log_probs: list[float],
+    attention: list[list[float]],
+) -> Hypothesis:
+    """A CTranslate2 hypothesis (which starts with the target prefix), its attention, and the
+    `score_batch` log-probabilities of its tokens followed by `</s>`."""
+    skip = len(prefix) if tokens[: len(prefix)] == prefix else 0
+    end = len(tokens)
+    return Hypothesis(
+        tokens=list(tokens[skip:]),
+        score=float(score),
+        log_probs=[float(value) for value in log_probs[skip:end]],
+        eos_log_prob=float(log_probs[end]) if len(log_probs) > end else 0.0,
+        attention=np.asarray(attention, dtype=np.float32)[skip:end],
+    )

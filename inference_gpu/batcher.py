@@ -1,0 +1,211 @@
+"""A per-model asyncio micro-batcher.
+
+Requests wait in one queue per decoding key. A queue is dispatched when it holds
+`max_batch_size` requests or its oldest request has waited `max_wait_ms`; at most
+`concurrency` backend calls run at once, each in a worker thread, so while the model is busy
+new requests pile up into the next, larger batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter, deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+Req = TypeVar("Req", bound="Keyed")
+Res = TypeVar("Res")
+
+
+class Keyed(Protocol):
+    @property
+    def key(self) -> Hashable: ...
+
+
+class BatcherClosed(RuntimeError):
+    """The batcher was closed before the request was answered."""
+
+
+@dataclass
+class _Item(Generic[Req, Res]):
+    request: Req
+    future: asyncio.Future[Res]
+    queued_at: float
+
+
+@dataclass
+class BatchStats:
+    calls: int = 0
+    items: int = 0
+    sizes: Counter[int] = field(default_factory=Counter)
+
+
+class MicroBatcher(Generic[Req, Res]):
+    def __init__(
+        self,
+        run_batch: Callable[[list[Req]], list[Res]],
+        *,
+        max_batch_size: int = 32,
+        max_wait_ms: float = 3.0,
+        concurrency: int = 1,
+        on_batch: Callable[[int], None] | None = None,
+        name: str = "batcher",
+    ) -> None:
+        if max_batch_size < 1 or concurrency < 1:
+            raise ValueError("max_batch_size and concurrency must be at least 1")
+        self._run_batch = run_batch
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_ms / 1000
+        self.on_batch = on_batch
+        self.stats = BatchStats()
+        self._queues: dict[Hashable, deque[_Item[Req, Res]]] = {}
+        self._concurrency = concurrency
+        self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=name)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._in_flight: set[asyncio.Future[Res]] = set()
+        self._closed = False
+
+    @property
+    def pending(self) -> int:
+        """Requests queued or in a running batch."""
+        queued = sum(not item.future.done() for queue in self._queues.values() for item in queue)
+        return queued + len(self._in_flight)
+
+    async def submit(self, request: Req) -> Res:
+        if self._closed:
+            raise BatcherClosed("the batcher is closed")
+        loop = asyncio.get_running_loop()
+        self._start(loop)
+        assert self._wakeup is not None
+        item: _Item[Req, Res] = _Item(request, loop.create_future(), loop.time())
+        queue = self._queues.setdefault(request.key, deque())
+        queue.append(item)
+        if len(queue) == 1 or len(queue) >= self.max_batch_size:
+            self._wakeup.set()
+        return await item.future
+
+    async def close(self, *, drain: bool = False) -> None:
+        """Stop taking requests. With `drain`, answer everything queued first; otherwise fail
+        queued and running requests with `BatcherClosed`."""
+        self._closed = True
+        if drain:
+            while self.pending:
+                if self._wakeup is not None:
+                    self._wakeup.set()
+                await asyncio.sleep(self.max_wait_s or 0.001)
+        if self._dispatcher is not None and self._loop is asyncio.get_running_loop():
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatcher
+        error = BatcherClosed("the batcher was closed")
+        for queue in self._queues.values():
+            for item in queue:
+                _fail(item.future, error)
+        self._queues.clear()
+        for future in list(self._in_flight):
+            _fail(future, error)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._loop is not loop:
+            if self.pending:
+                raise RuntimeError("the batcher is busy on another event loop")
+            self._loop = loop
+            self._slots = asyncio.Semaphore(self._concurrency)
+            self._wakeup = asyncio.Event()
+            self._dispatcher = loop.create_task(self._dispatch())
+
+    async def _dispatch(self) -> None:
+        assert self._slots is not None and self._wakeup is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            self._wakeup.clear()
+            delay = self._next_ready_in(loop.time())
+            if delay is None or delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), delay)
+                continue
+            await self._slots.acquire()
+            batch = self._take(loop.time())
+            if not batch:
+                self._slots.release()
+                continue
+            task = loop.create_task(self._run(batch))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    def _next_ready_in(self, now: float) -> float | None:
+        """Seconds until some queue is ready (0 when one is), None when all are empty."""
+        soonest: float | None = None
+        for queue in self._queues.values():
+            while queue and queue[0].future.done():
+                queue.popleft()
+            if not queue:
+                continue
+            if len(queue) >= self.max_batch_size:
+                return 0.0
+            wait = max(0.0, queue[0].queued_at + self.max_wait_s - now)
+            soonest = wait if soonest is None else min(soonest, wait)
+        return soonest
+
+    def _take(self, now: float) -> list[_Item[Req, Res]]:
+        """Up to `max_batch_size` live requests of the ready queue whose oldest waited longest."""
+        ready = [
+            (queue[0].queued_at, key)
+            for key, queue in self._queues.items()
+            if queue and (len(queue) >= self.max_batch_size or queue[0].queued_at + self.max_wait_s <= now)
+        ]
+        if not ready:
+            return []
+        key = min(ready, key=lambda entry: entry[0])[1]
+        queue = self._queues[key]
+        batch: list[_Item[Req, Res]] = []
+        while queue and len(batch) < self.max_batch_size:
+            item = queue.popleft()
+            if not item.future.done():
+                batch.append(item)
+        if not queue:
+            del self._queues[key]
+        return batch
+
+    async def _run(self, batch: list[_Item[Req, Res]]) -> None:
+        assert self._slots is not None
+        loop = asyncio.get_running_loop()
+        futures = [item.future for item in batch]
+        self._in_flight.update(futures)
+        self.stats.calls += 1
+        self.stats.items += len(batch)
+        self.stats.sizes[len(batch)] += 1
+        if self.on_batch is not None:
+            self.on_batch(len(batch))
+        try:
+            requests = [item.request for item in batch]
+            results = await loop.run_in_executor(self._executor, self._run_batch, requests)
+            if len(results) != len(batch):
+                raise RuntimeError(f"the backend answered {len(results)} of {len(batch)} requests")
+        except Exception as exc:
+            for future in futures:
+                _fail(future, exc)
+        else:
+            for future, result in zip(futures, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+        finally:
+            for future in futures:
+                _fail(future, BatcherClosed("the batch was interrupted"))
+            self._in_flight.difference_update(futures)
+            self._slots.release()
+            if self._wakeup is not None:
+                self._wakeup.set()
+
+
+def _fail(future: asyncio.Future[Res], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

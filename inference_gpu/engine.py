@@ -1,0 +1,109 @@
+"""The facade the network layer calls: one loaded model revision and its translate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference_gpu.backends import Backend, Hypothesis, TranslateRequest, backend_class
+from inference_gpu.batcher import MicroBatcher
+from inference_gpu.nllb import EncodedSource, NllbTokenizer
+from inference_gpu.results import build_result
+from serval.translation.v1 import engine_pb2
+from serval_common.manifest import Manifest
+from serval_common.settings import NodeSettings
+
+
+class InputTooLong(ValueError):
+    """The segment has more tokens than the node accepts (`max_input_tokens`)."""
+
+
+@dataclass
+class LoadedModel:
+    manifest: Manifest
+    folder: Path
+    backend: Backend
+    tokenizer: NllbTokenizer
+    batcher: MicroBatcher[TranslateRequest, list[Hypothesis]]
+    settings: NodeSettings
+
+    @classmethod
+    def load(
+        cls,
+        folder: Path,
+        manifest: Manifest,
+        node_settings: NodeSettings,
+        *,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> LoadedModel:
+        """Load the backend and tokenizer; blocking (seconds for a large model), so call it in a
+        worker thread from async code."""
+        tokenizer = NllbTokenizer.from_folder(folder)
+        backend = backend_class(manifest.backend).load(folder, node_settings)
+        batcher: MicroBatcher[TranslateRequest, list[Hypothesis]] = MicroBatcher(
+            backend.translate,
+            max_batch_size=node_settings.max_batch_size,
+            max_wait_ms=node_settings.max_batch_wait_ms,
+            concurrency=backend.max_concurrent_batches,
+            on_batch=on_batch,
+            name=f"batch-{folder.name}",
+        )
+        return cls(manifest, folder, backend, tokenizer, batcher, node_settings)
+
+    @property
+    def size_bytes(self) -> int:
+        return self.backend.size_bytes
+
+    def prepare(
+        self, segment: str, n: int, source_code: str, target_code: str
+    ) -> tuple[EncodedSource, TranslateRequest]:
+        """Tokenize and check one segment. n > 1 asks for the whole beam so that n distinct
+        translations remain after merging hypotheses that differ only in their pieces."""
+        if n < 1:
+            raise ValueError("n must be at least 1")
+        if not segment.strip():
+            raise ValueError("the segment is empty")
+        self.tokenizer.check_language(target_code)
+        source = self.tokenizer.encode(segment, source_code)
+        if len(source.tokens) > self.settings.max_input_tokens:
+            raise InputTooLong(
+                f"the segment has {len(source.tokens)} tokens; at most {self.settings.max_input_tokens} are accepted"
+            )
+        beam_size = max(self.settings.beam_size, n)
+        request = TranslateRequest(
+            source=source.tokens,
+            target_prefix=[target_code],
+            num_hypotheses=1 if n == 1 else beam_size,
+            beam_size=beam_size,
+        )
+        return source, request
+
+    async def hypotheses(
+        self, segment: str, n: int, source_code: str, target_code: str
+    ) -> tuple[EncodedSource, list[Hypothesis]]:
+        """The backend's hypotheses for a segment, best first."""
+        source, request = self.prepare(segment, n, source_code, target_code)
+        return source, await self.batcher.submit(request)
+
+    async def translate(
+        self, segment: str, n: int, source_code: str, target_code: str
+    ) -> list[engine_pb2.TranslationResult]:
+        """Up to n distinct translations, best first."""
+        source, hypotheses = await self.hypotheses(segment, n, source_code, target_code)
+        results: list[engine_pb2.TranslationResult] = []
+        seen: set[tuple[str, ...]] = set()
+        for hypothesis in hypotheses:
+            target = self.tokenizer.decode(hypothesis.tokens)
+            if tuple(target.tokens) in seen:
+                continue
+            seen.add(tuple(target.tokens))
+            results.append(build_result(source, target, hypothesis))
+            if len(results) == n:
+                break
+        return results
+
+    async def close(self, *, drain: bool = True) -> None:
+        """Stop taking requests, answer (or fail) the queued ones, then free the model."""
+        await self.batcher.close(drain=drain)
+        self.backend.unload()

@@ -1,0 +1,332 @@
+"""NLLB tokenization with SentencePiece directly, and the words clients see.
+
+The model sees `[src_code, *pieces, "</s>"]`, where the pieces come from the Moses-normalized
+segment. Clients see words: source words are surface substrings of the original segment (never
+of the normalized text), and every source piece is mapped back to the word it came from. Target
+pieces are merged into words, punctuation split off, and `detokenize` joins them into the
+translation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import unicodedata
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import sentencepiece as spm
+from sacremoses import MosesPunctNormalizer
+from sentencepiece import sentencepiece_pb2
+
+SP_MODEL = "sentencepiece.bpe.model"
+EOS = "</s>"
+SPECIAL_TOKENS = frozenset({"<s>", "<pad>", EOS, "<unk>", "<mask>"})
+VOCABULARY_FILES = ("shared_vocabulary.json", "shared_vocabulary.txt", "target_vocabulary.json")
+
+_WORD_JOINERS = frozenset("'’ʼ-‐‑\u00ad·\u200c\u200d")
+_NUMBER_JOINERS = frozenset(".,:")
+_SEPARATOR_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
+_NO_SPACE_BEFORE = frozenset(",.;:!?)]}%”’»›…")
+_NO_SPACE_AFTER = frozenset("([{“‘«‹¿¡")
+_AMBIGUOUS_QUOTES = frozenset("\"'")
+_MAX_MOVE = 3
+_FOLD = str.maketrans(
+    {
+        **dict.fromkeys("“”„‟«»″〝〞", '"'),
+        **dict.fromkeys("‘’‚‛´`ʼ′", "'"),
+        **dict.fromkeys("‐‑‒–—―", "-"),
+        "…": ".",
+        "\u00a0": " ",
+        "\t": " ",
+        "\r": " ",
+        "\n": " ",
+    }
+)
+
+
+def _moses() -> MosesPunctNormalizer:
+    normalizer = MosesPunctNormalizer()
+    normalizer.substitutions = [(re.compile(pattern), sub) for pattern, sub in normalizer.substitutions]
+    return normalizer
+
+
+_MOSES = _moses()
+
+
+def normalize_punctuation(text: str) -> str:
+    """Moses punctuation normalization, as SIL's NLLB pipeline applies it before encoding."""
+    return str(_MOSES.normalize(text))
+
+
+def _is_word_char(char: str) -> bool:
+    return unicodedata.category(char)[0] in "LMN" or char == "_"
+
+
+def _is_separator(char: str) -> bool:
+    return char.isspace() or (
+        char not in _WORD_JOINERS and unicodedata.category(char) in _SEPARATOR_CATEGORIES
+    )
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the words of `text`: runs of letters, marks and digits (with inner
+    apostrophes and hyphens, and `.`/`,`/`:` between digits), and every other visible character
+    as a token of its own."""
+    spans: list[tuple[int, int]] = []
+    i, length = 0, len(text)
+    while i < length:
+        char = text[i]
+        if _is_separator(char):
+            i += 1
+            continue
+        if not _is_word_char(char):
+            spans.append((i, i + 1))
+            i += 1
+            continue
+        start = i
+        i += 1
+        while i < length:
+            if _is_word_char(text[i]):
+                i += 1
+            elif i + 1 < length and _is_word_char(text[i + 1]) and _joins(text[i - 1], text[i], text[i + 1]):
+                i += 2
+            else:
+                break
+        spans.append((start, i))
+    return spans
+
+
+def _joins(before: str, joiner: str, after: str) -> bool:
+    if joiner in _WORD_JOINERS:
+        return True
+    return joiner in _NUMBER_JOINERS and before.isdigit() and after.isdigit()
+
+
+def split_words(text: str) -> list[str]:
+    return [text[start:end] for start, end in word_spans(text)]
+
+
+def detokenize(tokens: list[str]) -> str:
+    """Join word tokens: no space before closing punctuation or after opening punctuation;
+    straight quotes alternate between opening and closing. `split_words` of the result gives
+    the tokens back."""
+    parts: list[str] = []
+    quote_open = dict.fromkeys(_AMBIGUOUS_QUOTES, False)
+    glue_next = True
+    for token in tokens:
+        if token in _AMBIGUOUS_QUOTES:
+            closing = quote_open[token]
+            quote_open[token] = not closing
+            glue_before, glue_after = closing, not closing
+        else:
+            glue_before, glue_after = token in _NO_SPACE_BEFORE, token in _NO_SPACE_AFTER
+        if parts and not (glue_next or glue_before):
+            parts.append(" ")
+        parts.append(token)
+        glue_next = glue_after
+    return "".join(parts)
+
+
+def _offset_map(original: str, normalized: str) -> list[int]:
+    """For each character of `normalized`, the index of the character of `original` it came
+    from, or -1 for characters the normalizer inserted."""
+    if original == normalized:
+        return list(range(len(normalized)))
+    folded_original, folded_normalized = original.translate(_FOLD), normalized.translate(_FOLD)
+    mapping = [-1] * len(normalized)
+    unmatched: list[int] = []
+    matcher = difflib.SequenceMatcher(None, folded_original, folded_normalized, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            mapping[j1:j2] = range(i1, i2)
+        elif tag == "replace":
+            unused = list(range(i1, i2))
+            for k, j in enumerate(range(j1, j2)):
+                same = [i for i in unused if folded_original[i] == folded_normalized[j]]
+                mapping[j] = same[0] if same else i1 + k * (i2 - i1) // (j2 - j1)
+                if same:
+                    unused.remove(same[0])
+            unmatched.extend(unused)
+        elif tag == "delete":
+            unmatched.extend(range(i1, i2))
+    for j, char in enumerate(folded_normalized):
+        if mapping[j] >= 0 or char == " ":
+            continue
+        near = mapping[j - 1] if j > 0 else 0
+        moved = [i for i in unmatched if folded_original[i] == char and abs(i - near) <= _MAX_MOVE]
+        if moved:
+            mapping[j] = moved[0]
+            unmatched.remove(moved[0])
+        elif j > 0:
+            mapping[j] = mapping[j - 1]
+    return mapping
+
+
+@dataclass(frozen=True)
+class EncodedSource:
+    """A segment as the model sees it (`tokens`) and as clients see it (`words`)."""
+
+    segment: str
+    source_code: str
+    words: list[str]
+    pieces: list[str]
+    piece_words: list[int]
+    """For each piece, the index of the word it belongs to."""
+
+    @property
+    def tokens(self) -> list[str]:
+        return [self.source_code, *self.pieces, EOS]
+
+
+@dataclass(frozen=True)
+class DecodedTarget:
+    """Target pieces merged into words."""
+
+    tokens: list[str]
+    token_pieces: list[list[int]]
+    """For each word, the indices of the pieces it overlaps (never empty)."""
+    translation: str
+
+
+class NllbTokenizer:
+    def __init__(self, processor: spm.SentencePieceProcessor, vocabulary: list[str] | None = None) -> None:
+        self._sp = processor
+        self._vocabulary = vocabulary
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> NllbTokenizer:
+        """Load `sentencepiece.bpe.model` and, where the folder has one, the CTranslate2 vocabulary."""
+        processor = spm.SentencePieceProcessor(model_file=str(folder / SP_MODEL))
+        return cls(processor, _read_vocabulary(folder))
+
+    @cached_property
+    def pieces(self) -> frozenset[str]:
+        sp = self._sp
+        return frozenset(
+            sp.id_to_piece(i)
+            for i in range(sp.get_piece_size())
+            if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i))
+        )
+
+    @cached_property
+    def language_codes(self) -> frozenset[str] | None:
+        """The language codes the model knows; None when the folder has no vocabulary file."""
+        if self._vocabulary is None:
+            return None
+        return frozenset(self._vocabulary) - self.pieces - SPECIAL_TOKENS
+
+    def check_language(self, code: str) -> None:
+        codes = self.language_codes
+        if codes is not None and code not in codes:
+            raise ValueError(f"the model does not know the language code {code!r}")
+
+    def encode(self, segment: str, source_code: str) -> EncodedSource:
+        """Normalize, encode and map every piece to a word of the original segment."""
+        spans = word_spans(segment)
+        if not spans:
+            raise ValueError("the segment is empty")
+        self.check_language(source_code)
+        normalized = normalize_punctuation(segment)
+        proto = sentencepiece_pb2.SentencePieceText.FromString(  # type: ignore[attr-defined]
+            self._sp.encode(normalized, out_type="serialized_proto")
+        )
+        char_of_byte = _char_index_of_bytes(normalized)
+        to_original = _offset_map(segment, normalized)
+        starts = [start for start, _ in spans]
+        owners: list[int | None] = []
+        for piece in proto.pieces:
+            begin, end = char_of_byte[piece.begin], char_of_byte[piece.end]
+            owners.append(_owner(normalized, to_original, spans, starts, begin, end))
+        return EncodedSource(
+            segment=segment,
+            source_code=source_code,
+            words=[segment[start:end] for start, end in spans],
+            pieces=[self._sp.id_to_piece(piece.id) for piece in proto.pieces],
+            piece_words=_fill_owners(owners),
+        )
+
+    def decode(self, pieces: list[str]) -> DecodedTarget:
+        """Merge target pieces (language code already stripped) into words. Special tokens
+        contribute no text; a piece that is only a word boundary belongs to the next word."""
+        text_parts: list[str] = []
+        piece_spans: list[tuple[int, int]] = []
+        position = 0
+        for piece in pieces:
+            text = piece.replace("▁", " ") if piece in self.pieces else ""
+            text_parts.append(text)
+            piece_spans.append((position, position + len(text)))
+            position += len(text)
+        text = "".join(text_parts)
+        tokens: list[str] = []
+        token_pieces: list[list[int]] = []
+        begins = [begin for begin, _ in piece_spans]
+        ends = [end for _, end in piece_spans]
+        previous_end = 0
+        for start, end in word_spans(text):
+            tokens.append(text[start:end])
+            token_pieces.append(list(range(bisect_right(ends, previous_end), bisect_left(begins, end))))
+            previous_end = end
+        return DecodedTarget(tokens=tokens, token_pieces=token_pieces, translation=detokenize(tokens))
+
+
+def _read_vocabulary(folder: Path) -> list[str] | None:
+    for name in VOCABULARY_FILES:
+        path = folder / name
+        if path.is_file():
+            if name.endswith(".json"):
+                return [str(token) for token in json.loads(path.read_text(encoding="utf-8"))]
+            return path.read_text(encoding="utf-8").splitlines()
+    return None
+
+
+def _char_index_of_bytes(text: str) -> list[int]:
+    index: list[int] = []
+    for i, char in enumerate(text):
+        index.extend([i] * len(char.encode("utf-8")))
+    index.append(len(text))
+    return index
+
+
+def _owner(
+    normalized: str,
+    to_original: list[int],
+    spans: list[tuple[int, int]],
+    starts: list[int],
+    begin: int,
+    end: int,
+) -> int | None:
+    """The word of the original segment that the piece covering `normalized[begin:end]` belongs
+    to: the word holding its first visible character, or the nearest word after it."""
+    for position in range(begin, end):
+        if normalized[position].isspace():
+            continue
+        original = to_original[position]
+        if original < 0:
+            continue
+        word = bisect_right(starts, original) - 1
+        if word >= 0 and original < spans[word][1]:
+            return word
+        return min(word + 1, len(spans) - 1)
+    return None
+
+
+def _fill_owners(owners: list[int | None]) -> list[int]:
+    """Pieces with no visible character of their own (a lone `▁`, an inserted character) belong
+    to the next piece's word, or the previous one at the end."""
+    filled: list[int] = []
+    following: int | None = None
+    for owner in reversed(owners):
+        if owner is not None:
+            following = owner
+        filled.append(following if following is not None else -1)
+    filled.reverse()
+    last = 0
+    for i, owner in enumerate(filled):
+        if owner < 0:
+            filled[i] = last
+        last = filled[i]
+    return filled

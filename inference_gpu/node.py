@@ -1,0 +1,276 @@
+"""The inference node process: dials every API service address, says hello, keeps heartbeats,
+answers work items, and drains on SIGTERM.
+
+One `ApiLink` per API address keeps one node session alive, redialing with exponential backoff
+and jitter whenever the stream drops, and re-announcing the models already held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import uuid
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from inference_gpu.engine import InputTooLong
+
+from inference_gpu.model_manager import ModelManager
+from serval.inference.v1 import node_pb2, node_pb2_grpc
+from serval_common.manifest import ManifestError
+from serval_common.settings import Settings
+from serval_common.store import StoreError, store_from_settings
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = node_pb2.PROTOCOL_VERSION_1
+VERSION = "0.1.0"
+
+
+class NodeRejected(Exception):
+    """The API service refused this node (bad token, incompatible protocol): redialing won't help."""
+
+
+class InferenceNode:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.node_id = settings.node.node_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+        store = store_from_settings(settings)
+        self.models = ModelManager(settings, store)
+        self.draining = False
+        self.in_flight: dict[str, asyncio.Task[None]] = {}
+        self.links = [ApiLink(self, address) for address in settings.node.api_addresses]
+        self.models.listeners.append(self._broadcast_status)
+
+    def device_info(self) -> node_pb2.DeviceInfo:
+        import ctranslate2
+
+        cuda = self.settings.node.device == "cuda" or (
+            self.settings.node.device == "auto" and ctranslate2.get_cuda_device_count() > 0
+        )
+        kind = "cuda" if cuda else "cpu"
+        compute = self.settings.node.compute_type
+        if compute == "auto":
+            compute = "int8_float16" if cuda else "int8"
+        page, pages = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_PHYS_PAGES")
+        return node_pb2.DeviceInfo(
+            kind=kind,
+            index=self.settings.node.device_index,
+            name=kind,
+            compute_type=compute,
+            memory_total_bytes=page * pages,
+            memory_free_bytes=page * os.sysconf("SC_AVPHYS_PAGES"),
+        )
+
+    async def run(self) -> None:
+        """Serve until SIGTERM/SIGINT (then drain) or until the API service rejects the node."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        tasks = [asyncio.create_task(link.run()) for link in self.links]
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        try:
+            for task in done:
+                if task is not stopper:
+                    task.result()
+            await self.drain()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.models.close()
+
+    async def drain(self) -> None:
+        """Refuse new work, finish what is in flight, say goodbye."""
+        self.draining = True
+        log.info("draining", extra={"node_id": self.node_id, "in_flight": len(self.in_flight)})
+        for link in self.links:
+            link.send_heartbeat()
+        if self.in_flight:
+            await asyncio.wait(list(self.in_flight.values()))
+        for link in self.links:
+            await link.say_goodbye("node shutting down")
+
+    def free_slots(self) -> int:
+        return max(0, self.settings.node.slots - len(self.in_flight))
+
+    def _broadcast_status(self, status: node_pb2.ModelStatus) -> None:
+        for link in self.links:
+            link.send(node_pb2.NodeMessage(model_status=status))
+
+    async def handle_work(self, link: ApiLink, item: node_pb2.WorkItem) -> None:
+        result = await self._execute(item)
+        link.send(node_pb2.NodeMessage(result=result))
+
+    async def _execute(self, item: node_pb2.WorkItem) -> node_pb2.WorkResult:
+        extra = {"request_id": item.request_id, "model": item.model.location}
+        if self.draining:
+            return _error(item, node_pb2.WORK_ERROR_CODE_OVERLOADED, "the node is draining")
+        try:
+            model = await self.models.get(item.model)
+            op = item.translate
+            results = await model.translate(op.segment, max(1, op.n), op.source_language, op.target_language)
+        except (InputTooLong, ValueError) as exc:
+            return _error(item, node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT, str(exc))
+        except (ManifestError, StoreError) as exc:
+            return _error(item, node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, str(exc))
+        except Exception as exc:
+            log.exception("work failed", extra=extra)
+            return _error(item, node_pb2.WORK_ERROR_CODE_INTERNAL, f"{type(exc).__name__}: {exc}")
+        return node_pb2.WorkResult(
+            request_id=item.request_id, translate=node_pb2.TranslateOutput(results=results)
+        )
+
+    def start_work(self, link: ApiLink, item: node_pb2.WorkItem) -> None:
+        task = asyncio.create_task(self.handle_work(link, item))
+        self.in_flight[item.request_id] = task
+        task.add_done_callback(lambda _: self.in_flight.pop(item.request_id, None))
+
+    def cancel_work(self, request_id: str) -> None:
+        task = self.in_flight.get(request_id)
+        if task is not None:
+            task.cancel()
+
+
+class ApiLink:
+    """The node session with one API service address, redialed whenever it drops."""
+
+    def __init__(self, node: InferenceNode, address: str) -> None:
+        self.node = node
+        self.address = address
+        self._outbox: asyncio.Queue[node_pb2.NodeMessage] | None = None
+        self.heartbeat_interval_s = node.settings.api.heartbeat_interval_s
+        self._loads: set[asyncio.Task[None]] = set()
+
+    def send(self, message: node_pb2.NodeMessage) -> None:
+        if self._outbox is not None:
+            self._outbox.put_nowait(message)
+
+    def send_heartbeat(self) -> None:
+        stamp = Timestamp()
+        stamp.GetCurrentTime()
+        self.send(
+            node_pb2.NodeMessage(
+                heartbeat=node_pb2.Heartbeat(
+                    sent_at=stamp, free_slots=self.node.free_slots(), draining=self.node.draining
+                )
+            )
+        )
+
+    async def say_goodbye(self, reason: str) -> None:
+        if self._outbox is not None:
+            self.send(node_pb2.NodeMessage(goodbye=node_pb2.Goodbye(reason=reason)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._outbox.join(), 5)
+
+    async def run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                await self._session()
+                backoff = 0.5
+            except NodeRejected:
+                raise
+            except (grpc.aio.AioRpcError, ConnectionError, TimeoutError) as exc:
+                detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+                log.warning("stream to API service dropped", extra={"api": self.address, "error": detail})
+            delay = backoff * random.uniform(0.5, 1.5)
+            backoff = min(backoff * 2, 30.0)
+            await asyncio.sleep(delay)
+
+    async def _session(self) -> None:
+        node = self.node
+        token = node.settings.node.token or ""
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            stub = node_pb2_grpc.InferenceNodeApiStub(channel)
+            call = stub.Connect(metadata=(("authorization", f"Bearer {token}"),))
+            hello = node_pb2.Hello(
+                protocol_version=PROTOCOL_VERSION,
+                node_id=node.node_id,
+                device=node.device_info(),
+                free_slots=node.free_slots() or 1,
+                models=node.models.statuses(),
+                software_version=VERSION,
+            )
+            await call.write(node_pb2.NodeMessage(hello=hello))
+            first = await call.read()
+            if first is grpc.aio.EOF:
+                raise ConnectionError("the API service closed the stream before welcoming the node")
+            assert isinstance(first, node_pb2.ApiMessage)
+            if first.HasField("rejection"):
+                rejection = first.rejection
+                reason = node_pb2.RejectionReason.Name(rejection.reason)
+                raise NodeRejected(f"{reason}: {rejection.message}")
+            welcome = first.welcome
+            if welcome.heartbeat_interval_ms:
+                self.heartbeat_interval_s = welcome.heartbeat_interval_ms / 1000
+            log.info(
+                "registered with API service",
+                extra={"api": self.address, "node_id": node.node_id, "session_id": welcome.session_id},
+            )
+            self._outbox = asyncio.Queue()
+            tasks = [
+                asyncio.create_task(self._write_loop(call)),
+                asyncio.create_task(self._heartbeat_loop()),
+            ]
+            try:
+                await self._read_loop(call)
+            finally:
+                self._outbox = None
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _read_loop(self, call: grpc.aio.StreamStreamCall) -> None:
+        while True:
+            message = await call.read()
+            if message is grpc.aio.EOF:
+                raise ConnectionError("the API service closed the stream")
+            assert isinstance(message, node_pb2.ApiMessage)
+            kind = message.WhichOneof("body")
+            if kind == "work":
+                self.node.start_work(self, message.work)
+            elif kind == "load_model":
+                task = asyncio.create_task(self._load(message.load_model.model))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
+            elif kind == "unload_model":
+                await self.node.models.unload(message.unload_model.model)
+            elif kind == "cancel":
+                self.node.cancel_work(message.cancel.request_id)
+            elif kind == "drain":
+                self.node.draining = True
+                self.send_heartbeat()
+
+    async def _load(self, ref: node_pb2.ModelRef) -> None:
+        with contextlib.suppress(Exception):  # the manager reports failures as MODEL_STATE_FAILED
+            await self.node.models.get(ref)
+
+    async def _write_loop(self, call: grpc.aio.StreamStreamCall) -> None:
+        outbox = self._outbox
+        assert outbox is not None
+        while True:
+            message = await outbox.get()
+            try:
+                await call.write(message)
+            finally:
+                outbox.task_done()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            self.send_heartbeat()
+            await asyncio.sleep(self.heartbeat_interval_s)
+
+
+def _error(item: node_pb2.WorkItem, code: int, message: str) -> node_pb2.WorkResult:
+    return node_pb2.WorkResult(
+        request_id=item.request_id,
+        error=node_pb2.WorkError(code=code, message=message),  # type: ignore[arg-type]
+    )

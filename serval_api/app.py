@@ -1,0 +1,176 @@
+"""The API service: one gRPC server and one REST server in the same event loop, over one
+database, node registry, dispatcher and job launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Iterator
+
+import grpc
+import uvicorn
+from grpc_reflection.v1alpha import reflection
+
+from serval.inference.v1 import node_pb2_grpc
+from serval.translation.v1 import engine_pb2_grpc, platform_pb2_grpc
+from serval_api.builds.launcher import JobLauncher
+from serval_api.builds.local import LocalJobLauncher
+from serval_api.db.database import Database
+from serval_api.db.nodes import DatabaseNodeRecords, mark_all_nodes_gone
+from serval_api.grpc.engine_api import TranslationEngineApi
+from serval_api.grpc.health import SERVICE_NAMES, add_health_services
+from serval_api.grpc.platform_api import TranslationPlatformApi
+from serval_api.rest.app import create_app
+from serval_api.routing.dispatcher import Dispatcher
+from serval_api.routing.node_api import NodeApiServicer
+from serval_api.routing.registry import NodeRegistry
+from serval_api.service import Services, platform
+from serval_api.service.context import LONG_POLL_MAX_S
+from serval_api.service.keys import verify_node_token
+from serval_common.settings import Settings
+
+log = logging.getLogger(__name__)
+
+GRACE_S = 5.0
+
+
+class _RestServer(uvicorn.Server):
+    """Signals belong to `ApiService.run_forever`, which stops both servers together."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class ApiService:
+    """`launcher` defaults to the one `settings.jobs.launcher` names (only `local` exists yet)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        launcher: JobLauncher | None = None,
+        long_poll_max_s: float = LONG_POLL_MAX_S,
+    ) -> None:
+        self.settings = settings
+        self._launcher = launcher
+        self._long_poll_max_s = long_poll_max_s
+        self.services: Services | None = None
+        self.grpc_port: int | None = None
+        self.rest_port: int | None = None
+        self._grpc: grpc.aio.Server | None = None
+        self._rest: uvicorn.Server | None = None
+        self._rest_task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    async def start(self) -> None:
+        rest_socket = _bind(self.settings.api.host, self.settings.api.rest_port)
+        server = grpc.aio.server()
+        grpc_port = server.add_insecure_port(f"{self.settings.api.host}:{self.settings.api.grpc_port}")
+        rest_port = rest_socket.getsockname()[1]
+        settings = self.settings = _with_ports(self.settings, grpc_port=grpc_port, rest_port=rest_port)
+        self.grpc_port, self.rest_port = grpc_port, rest_port
+
+        db = Database(settings.resolved_database_url)
+        await db.create_all()
+        await mark_all_nodes_gone(db)
+        registry = NodeRegistry()
+        dispatcher = Dispatcher(registry, settings)
+        launcher = self._launcher or LocalJobLauncher(settings)
+        services = Services(
+            settings=settings,
+            db=db,
+            launcher=launcher,
+            dispatcher=dispatcher,
+            long_poll_max_s=self._long_poll_max_s,
+        )
+        if isinstance(launcher, LocalJobLauncher):
+
+            async def on_exit(build_id: str, code: int, tail: str) -> None:
+                await platform.job_exited(services, build_id, code, tail)
+
+            launcher.on_exit = on_exit
+        self.services = services
+
+        async def verify_token(token: str) -> bool:
+            return await verify_node_token(db, token)
+
+        engine_pb2_grpc.add_TranslationEngineApiServicer_to_server(TranslationEngineApi(services), server)
+        platform_pb2_grpc.add_TranslationPlatformApiServicer_to_server(
+            TranslationPlatformApi(services), server
+        )
+        node_pb2_grpc.add_InferenceNodeApiServicer_to_server(
+            NodeApiServicer(registry, settings, verify_token, DatabaseNodeRecords(db)), server
+        )
+        self._health = await add_health_services(server, services)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, "serval.health.v1.HealthApi", "grpc.health.v1.Health", reflection.SERVICE_NAME),
+            server,
+        )
+        await server.start()
+        self._grpc = server
+
+        config = uvicorn.Config(create_app(services), log_config=None, lifespan="off", access_log=False)
+        rest = _RestServer(config)
+        self._rest = rest
+        self._rest_task = asyncio.create_task(rest.serve(sockets=[rest_socket]), name="rest-server")
+        while not rest.started:
+            if self._rest_task.done():
+                await self._rest_task
+                raise RuntimeError(f"the REST server could not start on port {rest_port}")
+            await asyncio.sleep(0.01)
+        log.info(
+            "API service ready: gRPC on %s:%s, REST on %s",
+            settings.api.host,
+            grpc_port,
+            settings.api_base_url,
+            extra={"grpc_port": grpc_port, "rest_port": rest_port},
+        )
+
+    async def stop(self) -> None:
+        if self._rest is not None:
+            self._rest.should_exit = True
+        if self._rest_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._rest_task, GRACE_S + 1)
+        if self._grpc is not None:
+            await self._health.enter_graceful_shutdown()
+            await self._grpc.stop(GRACE_S)
+        if self.services is not None:
+            await self.services.launcher.close()
+            await self.services.db.close()
+        self._rest = self._rest_task = self._grpc = None
+        self.services = None
+        log.info("API service stopped")
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def run_forever(self) -> None:
+        """Start, serve until SIGINT/SIGTERM (or `request_stop`), then stop gracefully."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, self.request_stop)
+        await self.start()
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.stop()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def _with_ports(settings: Settings, *, grpc_port: int, rest_port: int) -> Settings:
+    """Port 0 asks for a free port; everything after binding must see the real ones."""
+    api = settings.api.model_copy(update={"grpc_port": grpc_port, "rest_port": rest_port})
+    return settings.model_copy(update={"api": api})

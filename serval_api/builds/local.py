@@ -1,0 +1,91 @@
+"""The local job launcher: each build job runs as a child process of the API service, at most
+`jobs.max_concurrent` at once, the rest waiting in a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+
+from serval_api.builds.launcher import JobLauncher, JobSpec
+from serval_common.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ExitHandler = Callable[[str, int, str], Awaitable[None]]
+"""Called with (build_id, exit code, last lines of the job's log) when a job process ends."""
+
+
+class LocalJobLauncher(JobLauncher):
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.log_dir = (settings.home / "logs").resolve()
+        self._slots = asyncio.Semaphore(max(1, settings.jobs.max_concurrent))
+        self._waiting: set[str] = set()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._processes: dict[str, asyncio.subprocess.Process] = {}
+        self.on_exit: ExitHandler | None = None
+
+    def queue_depth(self) -> int:
+        return len(self._waiting)
+
+    async def launch(self, spec: JobSpec) -> None:
+        self._waiting.add(spec.build_id)
+        self._tasks[spec.build_id] = asyncio.create_task(self._run(spec))
+
+    async def cancel(self, build_id: str) -> None:
+        self._waiting.discard(build_id)
+        process = self._processes.get(build_id)
+        if process is not None and process.returncode is None:
+            process.terminate()
+        elif (task := self._tasks.get(build_id)) is not None:
+            task.cancel()
+
+    async def close(self) -> None:
+        for build_id in list(self._tasks):
+            await self.cancel(build_id)
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def _run(self, spec: JobSpec) -> None:
+        extra = {"build_id": spec.build_id, "engine_id": spec.engine_id}
+        try:
+            async with self._slots:
+                if spec.build_id not in self._waiting:
+                    return
+                self._waiting.discard(spec.build_id)
+                code, tail = await self._execute(spec)
+            log.info("build job exited", extra={**extra, "exit_code": code})
+            if self.on_exit is not None:
+                await self.on_exit(spec.build_id, code, tail)
+        finally:
+            self._tasks.pop(spec.build_id, None)
+
+    async def _execute(self, spec: JobSpec) -> tuple[int, str]:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"build-{spec.build_id}.log"
+        with log_path.open("wb") as log_file:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "build_jobs",
+                *spec.command_args(),
+                stdout=log_file,
+                stderr=asyncio.subprocess.STDOUT,
+                env={**os.environ, **spec.environment()},
+            )
+            self._processes[spec.build_id] = process
+            log.info(
+                "build job started",
+                extra={"build_id": spec.build_id, "pid": process.pid, "log": str(log_path)},
+            )
+            try:
+                code = await process.wait()
+            except asyncio.CancelledError:
+                process.kill()
+                raise
+            finally:
+                self._processes.pop(spec.build_id, None)
+        tail = log_path.read_text(errors="replace").splitlines()[-20:]
+        return code, "\n".join(tail)

@@ -1,0 +1,72 @@
+"""The async engine and session factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
+
+from serval_api.db.models import Base
+
+log = logging.getLogger(__name__)
+
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+}
+
+
+def async_url(url: str) -> str:
+    """`sqlite:///x.db` → `sqlite+aiosqlite:///x.db`; URLs that already name a driver pass through."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "+" in scheme:
+        return url
+    return f"{_ASYNC_DRIVERS.get(scheme, scheme)}://{rest}"
+
+
+class Database:
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = async_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        connect_args: dict[str, Any] = {"timeout": 30} if self.is_sqlite else {}
+        self.engine = create_async_engine(self.url, echo=echo, connect_args=connect_args)
+        if self.is_sqlite:
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    async def create_all(self) -> None:
+        if self.is_sqlite:
+            _ensure_sqlite_dir(self.url)
+        async with self.engine.begin() as conn:
+            await conn.run_sync(Base.metadata.create_all)
+        log.info("database ready", extra={"database": self.engine.url.render_as_string()})
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed on success, rolled back on error."""
+        async with self._sessions() as session, session.begin():
+            yield session
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _ensure_sqlite_dir(url: str) -> None:
+    from pathlib import Path
+
+    path = url.partition(":///")[2]
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,149 @@
+"""The API service's tables. Portable types only, so the same models run on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, TypeDecorator, text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class EngineType(StrEnum):
+    NMT = "nmt"
+    ECHO = "echo"
+
+
+class BuildState(StrEnum):
+    PENDING = "Pending"
+    ACTIVE = "Active"
+    COMPLETED = "Completed"
+    FAULTED = "Faulted"
+    CANCELED = "Canceled"
+
+    @property
+    def is_running(self) -> bool:
+        return self in (BuildState.PENDING, BuildState.ACTIVE)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite drops the offset on its own)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UtcDateTime, dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    scopes: Mapped[list[Any]] = mapped_column(JSON)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class NodeToken(Base):
+    __tablename__ = "node_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Engine(Base):
+    __tablename__ = "engines"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    type: Mapped[str] = mapped_column(String(32))
+    source_language: Mapped[str] = mapped_column(String(64))
+    target_language: Mapped[str] = mapped_column(String(64))
+    source_code: Mapped[str] = mapped_column(String(64))
+    target_code: Mapped[str] = mapped_column(String(64))
+    is_model_persisted: Mapped[bool | None] = mapped_column(default=None)
+    is_building: Mapped[bool] = mapped_column(default=False)
+    model_revision: Mapped[int] = mapped_column(Integer, default=0)
+    confidence: Mapped[float] = mapped_column(Float, default=0.0)
+    corpus_size: Mapped[int] = mapped_column(Integer, default=0)
+    date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+_RUNNING = text("state IN ('Pending', 'Active')")
+
+
+class Build(Base):
+    __tablename__ = "builds"
+    __table_args__ = (
+        Index(
+            "one_running_build_per_engine",
+            "engine_id",
+            unique=True,
+            sqlite_where=_RUNNING,
+            postgresql_where=_RUNNING,
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    engine_id: Mapped[str] = mapped_column(ForeignKey("engines.id", ondelete="CASCADE"), index=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    state: Mapped[str] = mapped_column(String(16), default=BuildState.PENDING.value)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    progress: Mapped[float | None] = mapped_column(Float, default=None)
+    message: Mapped[str | None] = mapped_column(String(2000), default=None)
+    queue_depth: Mapped[int | None] = mapped_column(Integer, default=None)
+    train_on: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    pretranslate: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    options: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    target_model_revision: Mapped[int] = mapped_column(Integer)
+    job_token_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    date_created: Mapped[datetime] = mapped_column(default=utcnow)
+    date_started: Mapped[datetime | None] = mapped_column(default=None)
+    date_finished: Mapped[datetime | None] = mapped_column(default=None)
+
+    @property
+    def build_state(self) -> BuildState:
+        return BuildState(self.state)
+
+
+class Node(Base):
+    """An inference node as last seen by this API replica; live routing state stays in memory."""
+
+    __tablename__ = "nodes"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    device: Mapped[str] = mapped_column(String(200), default="")
+    session_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    api_instance_id: Mapped[str | None] = mapped_column(String(200), default=None)
+    software_version: Mapped[str | None] = mapped_column(String(64), default=None)
+    free_slots: Mapped[int] = mapped_column(Integer, default=0)
+    first_seen: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,44 @@
+"""The one place gRPC handlers turn `ServalError` into a status, and read credentials."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from serval_api.auth import API_KEY_METADATA, Caller, authenticate
+from serval_api.errors import ServalError
+from serval_api.service import Services
+from serval_api.service.keys import authenticate_api_key
+
+T = TypeVar("T")
+
+
+async def run_call(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await call()
+    except ServalError as e:
+        await context.abort(e.grpc_code, e.message)
+        raise AssertionError("unreachable: abort raises") from e
+
+
+def metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
+    for k, v in context.invocation_metadata() or ():
+        if k.lower() == key:
+            return v if isinstance(v, str) else v.decode()
+    return None
+
+
+def bearer_token(context: grpc.aio.ServicerContext) -> str | None:
+    value = metadata_value(context, "authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+async def caller_of(services: Services, context: grpc.aio.ServicerContext) -> Caller:
+    return await authenticate(
+        metadata_value(context, API_KEY_METADATA), lambda key: authenticate_api_key(services.db, key)
+    )

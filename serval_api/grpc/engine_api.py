@@ -1,0 +1,151 @@
+"""serval.translation.v1.TranslationEngineApi over the service functions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import empty_pb2
+from grpc.aio import ServicerContext as Context
+
+from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval_api.errors import InvalidArgument, NotFound
+from serval_api.grpc.calls import caller_of, run_call
+from serval_api.service import Services, builds, engines, status, translation
+
+
+class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    async def Create(self, request: engine_pb2.CreateRequest, context: Context) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            caller = await caller_of(self._services, context)
+            await engines.create_engine(
+                self._services,
+                caller,
+                engine_type=request.engine_type,
+                source_language=request.source_language,
+                target_language=request.target_language,
+                name=request.engine_name if request.HasField("engine_name") else None,
+                is_model_persisted=(
+                    request.is_model_persisted if request.HasField("is_model_persisted") else None
+                ),
+                engine_id=request.engine_id or None,
+            )
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def Delete(self, request: engine_pb2.DeleteRequest, context: Context) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            caller = await caller_of(self._services, context)
+            await engines.delete_engine(self._services, caller, request.engine_id)
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def Update(self, request: engine_pb2.UpdateRequest, context: Context) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            caller = await caller_of(self._services, context)
+            await engines.update_engine_languages(
+                self._services,
+                caller,
+                request.engine_id,
+                source_language=request.source_language if request.HasField("source_language") else None,
+                target_language=request.target_language if request.HasField("target_language") else None,
+            )
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def Translate(
+        self, request: engine_pb2.TranslateRequest, context: Context
+    ) -> engine_pb2.TranslateResponse:
+        async def call() -> engine_pb2.TranslateResponse:
+            caller = await caller_of(self._services, context)
+            results = await translation.translate(
+                self._services, caller, request.engine_id, request.segment, request.n or 1
+            )
+            return engine_pb2.TranslateResponse(results=results)
+
+        return await run_call(context, call)
+
+    async def GetWordGraph(
+        self, request: engine_pb2.GetWordGraphRequest, context: Context
+    ) -> engine_pb2.GetWordGraphResponse:
+        async def call() -> engine_pb2.GetWordGraphResponse:
+            caller = await caller_of(self._services, context)
+            await translation.get_word_graph(self._services, caller, request.engine_id, request.segment)
+            return engine_pb2.GetWordGraphResponse()
+
+        return await run_call(context, call)
+
+    async def TrainSegmentPair(
+        self, request: engine_pb2.TrainSegmentPairRequest, context: Context
+    ) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            caller = await caller_of(self._services, context)
+            await translation.train_segment(self._services, caller, request.engine_id)
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def StartBuild(self, request: engine_pb2.StartBuildRequest, context: Context) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            caller = await caller_of(self._services, context)
+            await builds.start_build(
+                self._services,
+                caller,
+                request.engine_id,
+                build_id=request.build_id or None,
+                options=_options(request.options) if request.HasField("options") else None,
+                train_on=[{"parallelCorpusId": c.id} for c in request.corpora] or None,
+            )
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def CancelBuild(
+        self, request: engine_pb2.CancelBuildRequest, context: Context
+    ) -> engine_pb2.CancelBuildResponse:
+        async def call() -> engine_pb2.CancelBuildResponse:
+            caller = await caller_of(self._services, context)
+            build = await builds.cancel_current_build(self._services, caller, request.engine_id)
+            if build is None:
+                raise NotFound(f"engine {request.engine_id} has no build pending or running")
+            return engine_pb2.CancelBuildResponse(build_id=build.id)
+
+        return await run_call(context, call)
+
+    async def GetQueueSize(
+        self, request: engine_pb2.GetQueueSizeRequest, context: Context
+    ) -> engine_pb2.GetQueueSizeResponse:
+        async def call() -> engine_pb2.GetQueueSizeResponse:
+            caller = await caller_of(self._services, context)
+            _, size = status.queue_size(self._services, caller, request.engine_type)
+            return engine_pb2.GetQueueSizeResponse(size=size)
+
+        return await run_call(context, call)
+
+    async def GetLanguageInfo(
+        self, request: engine_pb2.GetLanguageInfoRequest, context: Context
+    ) -> engine_pb2.GetLanguageInfoResponse:
+        async def call() -> engine_pb2.GetLanguageInfoResponse:
+            caller = await caller_of(self._services, context)
+            _, info = status.language_info(caller, request.engine_type, request.language)
+            return engine_pb2.GetLanguageInfoResponse(internal_code=info.code, is_native=info.is_native)
+
+        return await run_call(context, call)
+
+
+def _options(text: str) -> dict[str, Any] | None:
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgument(f"options: not valid JSON ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument("options: expected a JSON object")
+    return value

@@ -1,0 +1,27 @@
+"""FastAPI dependencies shared by the routers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from serval_api.auth import Caller, authenticate
+from serval_api.service import Services
+from serval_api.service.keys import authenticate_api_key
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+async def get_caller(
+    services: Annotated[Services, Depends(get_services)],
+    x_api_key: Annotated[str | None, Header(alias="X-API-Key")] = None,
+) -> Caller:
+    return await authenticate(x_api_key, lambda key: authenticate_api_key(services.db, key))
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,0 +1,201 @@
+"""The REST wire shapes of the Serval contract: camelCase, enums as strings, nulls omitted."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from serval.translation.v1 import engine_pb2
+from serval_api.db.models import Build, Engine
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class ResourceLink(Model):
+    id: str
+    url: str
+
+
+class TranslationEngineConfig(Model):
+    source_language: str
+    target_language: str
+    type: str
+    name: str | None = None
+    is_model_persisted: bool | None = None
+
+
+class TranslationEngineUpdateConfig(Model):
+    source_language: str | None = None
+    target_language: str | None = None
+
+
+class TranslationEngine(Model):
+    id: str
+    url: str
+    name: str | None = None
+    source_language: str
+    target_language: str
+    type: str
+    is_model_persisted: bool | None = None
+    is_building: bool
+    model_revision: int
+    confidence: float
+    corpus_size: int
+    date_created: datetime | None = None
+
+
+class TrainingCorpusConfig(Model):
+    parallel_corpus_id: str
+    source_filters: list[dict[str, Any]] | None = None
+    target_filters: list[dict[str, Any]] | None = None
+
+
+class TranslationBuildConfig(Model):
+    name: str | None = None
+    train_on: list[TrainingCorpusConfig] | None = None
+    pretranslate: list[dict[str, Any]] | None = None
+    options: dict[str, Any] | None = None
+
+
+class TranslationBuild(Model):
+    id: str
+    url: str
+    revision: int
+    name: str | None = None
+    engine: ResourceLink
+    step: int
+    progress: float | None = None
+    message: str | None = None
+    queue_depth: int | None = None
+    state: str
+    train_on: list[dict[str, Any]] | None = None
+    pretranslate: list[dict[str, Any]] | None = None
+    date_created: datetime | None = None
+    date_started: datetime | None = None
+    date_finished: datetime | None = None
+    options: dict[str, Any] | None = None
+
+
+class AlignedWordPair(Model):
+    source_index: int
+    target_index: int
+    score: float | None = None
+
+
+class Phrase(Model):
+    source_segment_start: int
+    source_segment_end: int
+    target_segment_cut: int
+
+
+class TranslationResult(Model):
+    translation: str
+    source_tokens: list[str]
+    target_tokens: list[str]
+    confidences: list[float]
+    sources: list[list[str]]
+    alignment: list[AlignedWordPair]
+    phrases: list[Phrase]
+
+
+class SegmentPair(Model):
+    source_segment: str
+    target_segment: str
+    sentence_start: bool
+
+
+class LanguageInfo(Model):
+    engine_type: str
+    is_native: bool
+    internal_code: str | None = None
+
+
+class Queue(Model):
+    size: int
+    engine_type: str
+
+
+class HealthReport(Model):
+    status: str
+    results: dict[str, Any] = Field(default_factory=dict)
+
+
+class Error(Model):
+    message: str
+
+
+def engine_url(base_url: str, engine_id: str) -> str:
+    return f"{base_url}/api/v1/translation/engines/{engine_id}"
+
+
+def engine_dto(base_url: str, engine: Engine) -> TranslationEngine:
+    return TranslationEngine(
+        id=engine.id,
+        url=engine_url(base_url, engine.id),
+        name=engine.name,
+        source_language=engine.source_language,
+        target_language=engine.target_language,
+        type=engine.type,
+        is_model_persisted=engine.is_model_persisted,
+        is_building=engine.is_building,
+        model_revision=engine.model_revision,
+        confidence=engine.confidence,
+        corpus_size=engine.corpus_size,
+        date_created=engine.date_created,
+    )
+
+
+def build_dto(base_url: str, build: Build) -> TranslationBuild:
+    url = engine_url(base_url, build.engine_id)
+    return TranslationBuild(
+        id=build.id,
+        url=f"{url}/builds/{build.id}",
+        revision=build.revision,
+        name=build.name,
+        engine=ResourceLink(id=build.engine_id, url=url),
+        step=build.step,
+        progress=build.progress,
+        message=build.message,
+        queue_depth=build.queue_depth,
+        state=build.state,
+        train_on=build.train_on,
+        pretranslate=build.pretranslate,
+        date_created=build.date_created,
+        date_started=build.date_started,
+        date_finished=build.date_finished,
+        options=build.options,
+    )
+
+
+_SOURCE_NAMES = {
+    engine_pb2.TRANSLATION_SOURCE_PRIMARY: "Primary",
+    engine_pb2.TRANSLATION_SOURCE_SECONDARY: "Secondary",
+    engine_pb2.TRANSLATION_SOURCE_HUMAN: "Human",
+}
+
+
+def result_dto(result: engine_pb2.TranslationResult) -> TranslationResult:
+    return TranslationResult(
+        translation=result.translation,
+        source_tokens=list(result.source_tokens),
+        target_tokens=list(result.target_tokens),
+        confidences=list(result.confidences),
+        sources=[[_SOURCE_NAMES.get(v, "Primary") for v in s.values] for s in result.sources],
+        alignment=[
+            AlignedWordPair(source_index=a.source_index, target_index=a.target_index)
+            for a in result.alignment
+        ],
+        phrases=[
+            Phrase(
+                source_segment_start=p.source_segment_start,
+                source_segment_end=p.source_segment_end,
+                target_segment_cut=p.target_segment_cut,
+            )
+            for p in result.phrases
+        ],
+    )

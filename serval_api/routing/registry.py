@@ -1,0 +1,66 @@
+"""The node sessions connected to this API service, and one condition that wakes waiters
+whenever capacity or model state changes anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from serval.inference.v1 import node_pb2
+from serval_api.routing.session import NodeSession
+
+log = logging.getLogger(__name__)
+
+
+class NodeRegistry:
+    def __init__(self) -> None:
+        self._sessions: dict[str, NodeSession] = {}
+        self._changed = asyncio.Condition()
+
+    def sessions(self) -> list[NodeSession]:
+        return [s for s in self._sessions.values() if not s.closed]
+
+    async def add(self, session: NodeSession) -> None:
+        self._sessions[session.session_id] = session
+        log.info(
+            "node session opened",
+            extra={"node_id": session.node_id, "session_id": session.session_id, "slots": session.slots},
+        )
+        await self.notify()
+
+    async def remove(self, session: NodeSession, reason: str) -> None:
+        if self._sessions.pop(session.session_id, None) is None:
+            return
+        session.close()
+        log.info("node session closed", extra={"node_id": session.node_id, "reason": reason})
+        await self.notify()
+
+    async def notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_for_change(self, timeout_s: float) -> None:
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout_s)
+
+    def set_model_state(self, session: NodeSession, status: node_pb2.ModelStatus) -> None:
+        location = status.model.location
+        if status.state == node_pb2.MODEL_STATE_UNLOADED:
+            session.models.pop(location, None)
+        else:
+            session.models[location] = status.state
+        if status.state == node_pb2.MODEL_STATE_FAILED:
+            session.model_errors[location] = status.message
+        else:
+            session.model_errors.pop(location, None)
+        log.info(
+            "model status",
+            extra={
+                "node_id": session.node_id,
+                "model": location,
+                "state": node_pb2.ModelState.Name(status.state),
+                "detail": status.message,
+            },
+        )

@@ -1,0 +1,236 @@
+"""Builds: start, read, long-poll, cancel. Job-reported transitions live in `platform.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
+from serval_api.builds.launcher import JobSpec
+from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
+from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
+from serval_api.service.changes import build_key, engine_key
+from serval_api.service.context import Services
+from serval_api.service.engines import owned_engine
+from serval_api.service.keys import hash_secret, new_id
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_RUNNING_STATES = (BuildState.PENDING.value, BuildState.ACTIVE.value)
+
+
+async def start_build(
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    *,
+    name: str | None = None,
+    train_on: list[dict[str, Any]] | None = None,
+    pretranslate: list[dict[str, Any]] | None = None,
+    options: dict[str, Any] | None = None,
+    build_id: str | None = None,
+) -> Build:
+    """Omitted and empty `train_on` both mean an inference-only build: no parallel corpora exist yet."""
+    caller.require(UPDATE_ENGINES)
+    if train_on:
+        ids = ", ".join(str(c.get("parallelCorpusId")) for c in train_on)
+        raise InvalidArgument(f"trainOn: unknown parallel corpus {ids}")
+    if pretranslate:
+        raise InvalidArgument("pretranslate: unknown parallel corpus")
+    token = secrets.token_urlsafe(32)
+    now = utcnow()
+    try:
+        async with services.db.session() as s:
+            engine = await owned_engine(s, caller, engine_id)
+            if await _running_build(s, engine_id) is not None:
+                raise Conflict(f"engine {engine_id} already has a build pending or running")
+            if build_id is not None and await s.get(Build, build_id) is not None:
+                raise Conflict(f"build {build_id} already exists")
+            build = Build(
+                id=build_id or new_id(),
+                engine_id=engine_id,
+                owner=caller.owner,
+                revision=1,
+                name=name,
+                state=BuildState.PENDING.value,
+                step=0,
+                train_on=train_on,
+                pretranslate=pretranslate,
+                options=options,
+                target_model_revision=engine.model_revision + 1,
+                job_token_hash=hash_secret(token),
+                date_created=now,
+            )
+            if engine.type == EngineType.ECHO:
+                build.state = BuildState.COMPLETED.value
+                build.date_started = build.date_finished = now
+                build.progress = 1.0
+                build.job_token_hash = None
+                engine.model_revision = build.target_model_revision
+            else:
+                engine.is_building = True
+            s.add(build)
+            spec = JobSpec(
+                build_id=build.id,
+                engine_id=engine.id,
+                source_language=engine.source_code,
+                target_language=engine.target_code,
+                revision=build.target_model_revision,
+                train=False,
+                options_json=json.dumps(options) if options else "{}",
+                store_url=services.settings.resolved_store_url,
+                api_address=services.settings.api_grpc_address,
+                job_token=token,
+            )
+    except IntegrityError:
+        raise Conflict(f"engine {engine_id} already has a build pending or running") from None
+    extra = {"engine_id": engine_id, "build_id": build.id}
+    services.changes.notify(engine_key(engine_id))
+    if build.state == BuildState.COMPLETED:
+        log.info("echo build completed", extra=extra)
+        return build
+    log.info("build created", extra=extra)
+    try:
+        await services.launcher.launch(spec)
+    except Exception as e:
+        log.exception("build job launch failed", extra=extra)
+        return await _fault(services, build.id, f"the build job could not be launched: {e}") or build
+    return build
+
+
+async def get_build(
+    services: Services, caller: Caller, engine_id: str, build_id: str, *, min_revision: int | None = None
+) -> Build:
+    caller.require(READ_ENGINES)
+
+    async def read() -> Build:
+        async with services.db.session() as s:
+            await owned_engine(s, caller, engine_id)
+            build = await s.get(Build, build_id)
+            if build is None or build.engine_id != engine_id:
+                raise NotFound(f"build {build_id} not found")
+            return build
+
+    return await _wait_until(
+        services, build_key(build_id), read, lambda b: min_revision is None or b.revision >= min_revision
+    )
+
+
+async def list_builds(services: Services, caller: Caller, engine_id: str) -> list[Build]:
+    caller.require(READ_ENGINES)
+    async with services.db.session() as s:
+        await owned_engine(s, caller, engine_id)
+        query = select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created, Build.id)
+        return list((await s.scalars(query)).all())
+
+
+async def current_build(
+    services: Services, caller: Caller, engine_id: str, *, min_revision: int | None = None
+) -> Build | None:
+    """The Pending/Active build, or None. While long-polling, a build that finishes is returned
+    in its final state rather than as None, so the poller sees the outcome it waited for."""
+    caller.require(READ_ENGINES)
+    followed: str | None = None
+
+    async def read() -> Build | None:
+        nonlocal followed
+        async with services.db.session() as s:
+            await owned_engine(s, caller, engine_id)
+            build = await _running_build(s, engine_id)
+            if build is None and followed is not None:
+                build = await s.get(Build, followed)
+        if build is not None:
+            followed = build.id
+        return build
+
+    return await _wait_until(
+        services,
+        engine_key(engine_id),
+        read,
+        lambda b: b is None or min_revision is None or b.revision >= min_revision,
+    )
+
+
+async def cancel_current_build(services: Services, caller: Caller, engine_id: str) -> Build | None:
+    caller.require(UPDATE_ENGINES)
+    async with services.db.session() as s:
+        engine = await owned_engine(s, caller, engine_id)
+        build = await _running_build(s, engine_id)
+        if build is None:
+            return None
+        build.state = BuildState.CANCELED.value
+        build.date_finished = utcnow()
+        build.revision += 1
+        engine.is_building = False
+    services.changes.notify(build_key(build.id), engine_key(engine_id))
+    log.info("build canceled by client", extra={"engine_id": engine_id, "build_id": build.id})
+    await services.launcher.cancel(build.id)
+    return build
+
+
+async def apply_job_change(
+    services: Services, build_id: str, change: Callable[[Build, Engine], None]
+) -> Build | None:
+    """Apply a change a build job reported; returns None (and changes nothing) once the build
+    has finished, so a late or repeated report cannot resurrect it."""
+    async with services.db.session() as s:
+        build = await s.get(Build, build_id)
+        if build is None:
+            raise NotFound(f"build {build_id} not found")
+        if not build.build_state.is_running:
+            log.info(
+                "ignoring a report for a finished build",
+                extra={"build_id": build_id, "engine_id": build.engine_id, "state": build.state},
+            )
+            return None
+        engine = await s.get(Engine, build.engine_id)
+        if engine is None:
+            raise NotFound(f"engine {build.engine_id} not found")
+        change(build, engine)
+        build.revision += 1
+        engine.is_building = build.build_state.is_running
+    services.changes.notify(build_key(build.id), engine_key(build.engine_id))
+    return build
+
+
+async def _fault(services: Services, build_id: str, message: str) -> Build | None:
+    def fault(build: Build, _engine: Engine) -> None:
+        build.state = BuildState.FAULTED.value
+        build.message = message
+        build.date_finished = utcnow()
+
+    return await apply_job_change(services, build_id, fault)
+
+
+async def _running_build(s: AsyncSession, engine_id: str) -> Build | None:
+    query = select(Build).where(Build.engine_id == engine_id, Build.state.in_(_RUNNING_STATES))
+    return (await s.scalars(query)).first()
+
+
+async def _wait_until(
+    services: Services, key: str, read: Callable[[], Awaitable[T]], done: Callable[[T], bool]
+) -> T:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + services.long_poll_max_s
+    while True:
+        changed = services.changes.event(key)
+        value = await read()
+        if done(value):
+            return value
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise Timeout("the awaited revision was not reached in time; poll again")
+        try:
+            await asyncio.wait_for(changed.wait(), remaining)
+        except TimeoutError:
+            raise Timeout("the awaited revision was not reached in time; poll again") from None

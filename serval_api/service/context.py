@@ -1,0 +1,33 @@
+"""The objects every service function needs, built once by `ApiService`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from serval.translation.v1 import engine_pb2
+from serval_api.builds.launcher import JobLauncher
+from serval_api.db.database import Database
+from serval_api.routing.work import TranslateWork
+from serval_api.service.changes import ChangeNotifier
+from serval_common.settings import Settings
+
+LONG_POLL_MAX_S = 40.0
+
+
+class TranslationDispatcher(Protocol):
+    async def translate(
+        self, work: TranslateWork, *, request_id: str, timeout_s: float
+    ) -> list[engine_pb2.TranslationResult]: ...
+
+    def queue_size(self) -> int: ...
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    launcher: JobLauncher
+    dispatcher: TranslationDispatcher
+    changes: ChangeNotifier = field(default_factory=lambda: ChangeNotifier())
+    long_poll_max_s: float = LONG_POLL_MAX_S

@@ -1,0 +1,137 @@
+"""Translation engines: create, read, update languages, delete."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from serval_api.auth import CREATE_ENGINES, DELETE_ENGINES, READ_ENGINES, UPDATE_ENGINES, Caller
+from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
+from serval_api.errors import Conflict, InvalidArgument, NotFound
+from serval_api.service.context import Services
+from serval_api.service.keys import new_id
+from serval_common.languages import LanguageInfo, resolve_language
+
+log = logging.getLogger(__name__)
+
+
+def parse_engine_type(value: str) -> EngineType:
+    """Accepts REST's kebab-case and gRPC's PascalCase alike."""
+    try:
+        return EngineType(value.strip().lower())
+    except ValueError:
+        allowed = ", ".join(t.value for t in EngineType)
+        raise InvalidArgument(f"unsupported engine type {value!r}; expected one of: {allowed}") from None
+
+
+def language(field_name: str, tag: str) -> LanguageInfo:
+    try:
+        return resolve_language(tag)
+    except ValueError as e:
+        raise InvalidArgument(f"{field_name}: {e}") from None
+
+
+async def create_engine(
+    services: Services,
+    caller: Caller,
+    *,
+    engine_type: str,
+    source_language: str,
+    target_language: str,
+    name: str | None = None,
+    is_model_persisted: bool | None = None,
+    engine_id: str | None = None,
+) -> Engine:
+    caller.require(CREATE_ENGINES)
+    kind = parse_engine_type(engine_type)
+    source = language("sourceLanguage", source_language)
+    target = language("targetLanguage", target_language)
+    engine = Engine(
+        id=engine_id or new_id(),
+        owner=caller.owner,
+        name=name,
+        type=kind.value,
+        source_language=source.tag,
+        target_language=target.tag,
+        source_code=source.code,
+        target_code=target.code,
+        is_model_persisted=is_model_persisted,
+        is_building=False,
+        model_revision=0,
+        confidence=0.0,
+        corpus_size=0,
+        date_created=utcnow(),
+    )
+    async with services.db.session() as s:
+        if engine_id is not None and await s.get(Engine, engine_id) is not None:
+            raise Conflict(f"engine {engine_id} already exists")
+        s.add(engine)
+    log.info("engine created", extra={"engine_id": engine.id, "engine_type": engine.type})
+    return engine
+
+
+async def owned_engine(s: AsyncSession, caller: Caller, engine_id: str) -> Engine:
+    """Another owner's engine answers 404, so ids don't leak."""
+    engine = await s.get(Engine, engine_id)
+    if engine is None or engine.owner != caller.owner:
+        raise NotFound(f"engine {engine_id} not found")
+    return engine
+
+
+async def get_engine(services: Services, caller: Caller, engine_id: str) -> Engine:
+    caller.require(READ_ENGINES)
+    async with services.db.session() as s:
+        return await owned_engine(s, caller, engine_id)
+
+
+async def list_engines(services: Services, caller: Caller) -> list[Engine]:
+    caller.require(READ_ENGINES)
+    query = select(Engine).where(Engine.owner == caller.owner).order_by(Engine.date_created, Engine.id)
+    async with services.db.session() as s:
+        return list((await s.scalars(query)).all())
+
+
+async def update_engine_languages(
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    *,
+    source_language: str | None = None,
+    target_language: str | None = None,
+) -> Engine:
+    """A language change invalidates nothing already built: the next build uses the new codes."""
+    caller.require(UPDATE_ENGINES)
+    source = language("sourceLanguage", source_language) if source_language is not None else None
+    target = language("targetLanguage", target_language) if target_language is not None else None
+    async with services.db.session() as s:
+        engine = await owned_engine(s, caller, engine_id)
+        if engine.is_building:
+            raise Conflict("cannot change the languages of an engine while it is building")
+        if source is not None:
+            engine.source_language, engine.source_code = source.tag, source.code
+        if target is not None:
+            engine.target_language, engine.target_code = target.tag, target.code
+    log.info("engine languages updated", extra={"engine_id": engine_id})
+    return engine
+
+
+async def delete_engine(services: Services, caller: Caller, engine_id: str) -> None:
+    caller.require(DELETE_ENGINES)
+    async with services.db.session() as s:
+        engine = await owned_engine(s, caller, engine_id)
+        running = (
+            await s.scalars(
+                select(Build.id).where(
+                    Build.engine_id == engine_id,
+                    Build.state.in_([BuildState.PENDING.value, BuildState.ACTIVE.value]),
+                )
+            )
+        ).all()
+        for build in (await s.scalars(select(Build).where(Build.engine_id == engine_id))).all():
+            await s.delete(build)
+        await s.delete(engine)
+    for build_id in running:
+        await services.launcher.cancel(build_id)
+    log.info("engine deleted", extra={"engine_id": engine_id})

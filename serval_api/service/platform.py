@@ -1,0 +1,127 @@
+"""What build jobs report. Each job holds a one-time token that authorizes it for its own build."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+from collections.abc import Callable
+
+from serval_api.db.models import Build, BuildState, Engine, utcnow
+from serval_api.errors import NotFound, PermissionDenied, Unauthenticated
+from serval_api.service.builds import apply_job_change
+from serval_api.service.context import Services
+from serval_api.service.keys import hash_secret
+
+log = logging.getLogger(__name__)
+
+
+async def authorize_job(services: Services, build_id: str, token: str | None) -> None:
+    if not token:
+        raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
+    async with services.db.session() as s:
+        build = await s.get(Build, build_id)
+    if build is None:
+        raise NotFound(f"build {build_id} not found")
+    if build.job_token_hash is None or not hmac.compare_digest(build.job_token_hash, hash_secret(token)):
+        raise PermissionDenied(f"the job token is not valid for build {build_id}")
+
+
+async def build_started(services: Services, build_id: str) -> None:
+    def change(build: Build, _engine: Engine) -> None:
+        build.state = BuildState.ACTIVE.value
+        build.date_started = build.date_started or utcnow()
+
+    await _report(services, build_id, "build started", change)
+
+
+async def update_build_status(
+    services: Services,
+    build_id: str,
+    *,
+    step: int,
+    progress: float | None = None,
+    message: str | None = None,
+    queue_depth: int | None = None,
+) -> None:
+    def change(build: Build, _engine: Engine) -> None:
+        build.step = step
+        if progress is not None:
+            build.progress = min(max(progress, 0.0), 1.0)
+        if message is not None:
+            build.message = message
+        if queue_depth is not None:
+            build.queue_depth = queue_depth
+
+    await _report(services, build_id, "build status", change, level=logging.DEBUG)
+
+
+async def build_completed(services: Services, build_id: str, *, corpus_size: int, confidence: float) -> None:
+    def change(build: Build, engine: Engine) -> None:
+        build.state = BuildState.COMPLETED.value
+        build.date_finished = utcnow()
+        build.progress = 1.0
+        engine.model_revision = build.target_model_revision
+        engine.corpus_size = corpus_size
+        engine.confidence = confidence
+
+    await _report(services, build_id, "build completed", change)
+
+
+async def build_faulted(services: Services, build_id: str, message: str) -> None:
+    def change(build: Build, _engine: Engine) -> None:
+        build.state = BuildState.FAULTED.value
+        build.message = message
+        build.date_finished = utcnow()
+
+    await _report(services, build_id, "build faulted", change, level=logging.WARNING)
+
+
+async def build_canceled(services: Services, build_id: str) -> None:
+    def change(build: Build, _engine: Engine) -> None:
+        build.state = BuildState.CANCELED.value
+        build.date_finished = utcnow()
+
+    await _report(services, build_id, "build canceled", change)
+
+
+async def build_restarting(services: Services, build_id: str) -> None:
+    def change(build: Build, _engine: Engine) -> None:
+        build.state = BuildState.PENDING.value
+
+    await _report(services, build_id, "build restarting", change)
+
+
+async def _report(
+    services: Services,
+    build_id: str,
+    event: str,
+    change: Callable[[Build, Engine], None],
+    *,
+    level: int = logging.INFO,
+) -> None:
+    build = await apply_job_change(services, build_id, change)
+    if build is not None:
+        log.log(
+            level,
+            event,
+            extra={"build_id": build_id, "engine_id": build.engine_id, "state": build.state},
+        )
+
+
+async def job_exited(services: Services, build_id: str, exit_code: int, log_tail: str) -> None:
+    """A job process ended; a build it left running (crash, kill) becomes Faulted."""
+    reason = (
+        "the build job exited without reporting completion"
+        if exit_code == 0
+        else f"the build job exited with code {exit_code}"
+    )
+    message = f"{reason}: {log_tail.strip()[-1500:]}" if log_tail.strip() else reason
+
+    def change(build: Build, _engine: Engine) -> None:
+        build.state = BuildState.FAULTED.value
+        build.message = message
+        build.date_finished = utcnow()
+
+    with contextlib.suppress(NotFound):
+        await _report(services, build_id, "build job exited", change, level=logging.WARNING)

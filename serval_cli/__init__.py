@@ -1,0 +1,1 @@
+"""The `serval` command line: one entry point for every component."""

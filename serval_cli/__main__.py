@@ -1,0 +1,3 @@
+from serval_cli.main import app
+
+app()

@@ -1,0 +1,136 @@
+"""`serval admin base-model …`: make the tiny demo model, import a real NLLB-200 checkpoint, list."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from serval_cli.config import load_settings
+from serval_common.store import ModelStore, store_from_settings
+
+app = typer.Typer(help="Base models: what fine-tunes start from and inference-only builds publish.")
+console = Console(stderr=True)
+
+Home = Annotated[Path | None, typer.Option(envvar="SERVAL_HOME", help="data folder for the embedded mode")]
+StoreUrl = Annotated[str | None, typer.Option(help="model store URL (default: settings)")]
+
+
+def make_tiny(
+    store: ModelStore,
+    name: str,
+    *,
+    source_lines: list[str],
+    target_lines: list[str],
+    source_code: str,
+    target_code: str,
+    steps: int,
+) -> None:
+    """Train the tiny NLLB-architecture model with a progress bar and store it as a base model."""
+    from build_jobs.base_model import make_tiny_base_model
+    from build_jobs.publish import publish_base_model
+    from serval_common.languages import NLLB_LANGUAGE_CODES
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[loss]}"),
+        TimeRemainingColumn(),
+    )
+    with tempfile.TemporaryDirectory() as tmp, Progress(*columns, console=console) as progress:
+        task = progress.add_task(f"training {name}", total=steps, loss="")
+
+        def report(step: int, total: int, loss: float) -> None:
+            progress.update(task, completed=step, total=total, loss=f"loss {loss:.3f}")
+
+        ct2_dir = make_tiny_base_model(
+            Path(tmp), source_lines, target_lines, source_code, target_code, steps=steps, progress=report
+        )
+        publish_base_model(store, name, ct2_dir, languages=list(NLLB_LANGUAGE_CODES), quantization="int8")
+
+
+@app.command("make-tiny")
+def make_tiny_command(
+    name: Annotated[str, typer.Option(help="base model name")] = "tiny-nllb",
+    source_file: Annotated[Path | None, typer.Option(help="source text, one segment a line")] = None,
+    target_file: Annotated[
+        Path | None, typer.Option(help="target text, line-aligned with the source")
+    ] = None,
+    source_lang: Annotated[str, typer.Option(help="source NLLB code")] = "eng_Latn",
+    target_lang: Annotated[str, typer.Option(help="target NLLB code")] = "swh_Latn",
+    steps: Annotated[int, typer.Option(help="training steps")] = 1000,
+    home: Home = None,
+    store_url: StoreUrl = None,
+) -> None:
+    """Build a ~1M-parameter NLLB-architecture model, train it briefly, store it as a base model.
+
+    Without --source-file/--target-file it trains on the bundled English–Swahili verses.
+    """
+    from serval_cli.corpus import demo_pairs
+
+    if (source_file is None) != (target_file is None):
+        raise typer.BadParameter("give both --source-file and --target-file, or neither")
+    if source_file is not None and target_file is not None:
+        sources = source_file.read_text(encoding="utf-8").splitlines()
+        targets = target_file.read_text(encoding="utf-8").splitlines()
+        if len(sources) != len(targets):
+            raise typer.BadParameter(
+                f"{source_file} has {len(sources)} lines but {target_file} has {len(targets)}"
+            )
+    else:
+        pairs = demo_pairs()
+        sources, targets = [p.source for p in pairs], [p.target for p in pairs]
+    store = store_from_settings(load_settings(home=home, store__url=store_url))
+    make_tiny(
+        store,
+        name,
+        source_lines=sources,
+        target_lines=targets,
+        source_code=source_lang,
+        target_code=target_lang,
+        steps=steps,
+    )
+    console.print(f"stored base model [bold]{name}[/] in {store.url}")
+
+
+@app.command("import")
+def import_command(
+    hf_dir: Annotated[Path, typer.Argument(help="a Hugging Face NLLB-200 checkpoint folder")],
+    name: Annotated[str, typer.Option(help="base model name")],
+    quantization: Annotated[str, typer.Option(help="CTranslate2 quantization")] = "int8",
+    home: Home = None,
+    store_url: StoreUrl = None,
+) -> None:
+    """Convert a real NLLB-200 checkpoint to CTranslate2 and store it as a base model."""
+    from build_jobs.base_model import import_hf_checkpoint
+    from build_jobs.publish import publish_base_model
+    from serval_common.languages import NLLB_LANGUAGE_CODES
+
+    store = store_from_settings(load_settings(home=home, store__url=store_url))
+    with tempfile.TemporaryDirectory() as tmp:
+        with console.status(f"converting {hf_dir}"):
+            ct2_dir = import_hf_checkpoint(hf_dir, Path(tmp), quantization=quantization)
+        publish_base_model(
+            store, name, ct2_dir, languages=list(NLLB_LANGUAGE_CODES), quantization=quantization
+        )
+    console.print(f"stored base model [bold]{name}[/] in {store.url}")
+
+
+@app.command("list")
+def list_command(home: Home = None, store_url: StoreUrl = None) -> None:
+    """List the base models in the model store."""
+    from serval_common.manifest import read_manifest
+
+    store = store_from_settings(load_settings(home=home, store__url=store_url))
+    names = sorted(
+        {key.split("/")[1] for key in store.list_keys("base-models") if key.endswith("/manifest.json")}
+    )
+    for name in names:
+        manifest = read_manifest(store, f"base-models/{name}")
+        typer.echo(
+            f"{name}\t{manifest.size_bytes} bytes\t{manifest.quantization}\t{manifest.created_at:%Y-%m-%d}"
+        )

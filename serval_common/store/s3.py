@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from serval_common.store.base import ModelStore, StoreError
+
+# Large model files move in parallel ranged parts of 16 MiB.
+TRANSFER = TransferConfig(multipart_threshold=16 << 20, multipart_chunksize=16 << 20, max_concurrency=8)
+
+
+class S3Store(ModelStore):
+    """A model store in an S3 bucket (AWS, MinIO, Ceph … any S3-compatible endpoint)."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+    ) -> None:
+        if not bucket:
+            raise StoreError("an S3 model store URL needs a bucket: s3://bucket/prefix")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        self._client: Any = boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+        )
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _fail(self, action: str, key: str, exc: Exception) -> StoreError:
+        return StoreError(f"could not {action} {key} in {self.url}: {exc}")
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail("read", key, exc) from exc
+        return body
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail("write", key, exc) from exc
+
+    def upload_file(self, key: str, source: Path) -> None:
+        try:
+            self._client.upload_file(str(source), self.bucket, self._key(key), Config=TRANSFER)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail("upload", key, exc) from exc
+
+    def download_file(self, key: str, target: Path) -> None:
+        try:
+            self._client.download_file(self.bucket, self._key(key), str(target), Config=TRANSFER)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail("download", key, exc) from exc
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise self._fail("check", key, exc) from exc
+        return True
+
+    def _objects(self, prefix: str) -> list[str]:
+        base = self._key(prefix.strip("/")) + "/"
+        keys: list[str] = []
+        try:
+            for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
+                keys.extend(obj["Key"] for obj in page.get("Contents", []))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail("list", prefix, exc) from exc
+        return keys
+
+    def list_keys(self, prefix: str) -> list[str]:
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        return sorted(key[strip:] for key in self._objects(prefix))
+
+    def delete_prefix(self, prefix: str) -> None:
+        keys = self._objects(prefix)
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": key} for key in keys[start : start + 1000]]
+            self._client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch})

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import grpc
+import httpx
+import pytest
+
+from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval_api.auth import READ_ENGINES
+from serval_api.service.keys import (
+    authenticate_api_key,
+    create_node_token,
+    list_node_tokens,
+    revoke_api_key,
+    revoke_node_token,
+    verify_node_token,
+)
+from tests.api.conftest import RunningApi
+
+
+def test_rest_without_or_with_a_bad_key_is_401(api: RunningApi) -> None:
+    with httpx.Client(base_url=f"{api.rest_url}/api/v1") as anonymous:
+        assert anonymous.get("/translation/engines").status_code == 401
+        bad = anonymous.get("/translation/engines", headers={"X-API-Key": "serval_nope"})
+        assert bad.status_code == 401
+        assert bad.json()["message"]
+        assert anonymous.get("/status/ping").status_code == 200
+        assert anonymous.get("/status/health").status_code == 401
+
+
+def test_missing_scope_is_403(api: RunningApi) -> None:
+    with api.client(scopes=(READ_ENGINES,)) as reader:
+        assert reader.get("/translation/engines").status_code == 200
+        denied = reader.post(
+            "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
+        )
+        assert denied.status_code == 403
+        assert "create:translation_engines" in denied.json()["message"]
+
+
+def test_revoked_key_is_refused(api: RunningApi) -> None:
+    assert api.service.services is not None
+    db = api.service.services.db
+    key = api.api_key()
+    caller = api.run(authenticate_api_key(db, key))
+    assert caller is not None and caller.owner == "owner-a"
+    assert key.startswith("serval_")
+    with httpx.Client(base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": key}) as c:
+        assert c.get("/translation/engines").status_code == 200
+        from serval_api.service.keys import list_api_keys
+
+        record = next(k for k in api.run(list_api_keys(db, "owner-a")) if key.startswith(k.prefix))
+        api.run(revoke_api_key(db, record.id))
+        assert c.get("/translation/engines").status_code == 401
+
+
+def test_grpc_without_key_is_unauthenticated(api: RunningApi) -> None:
+    stub = engine_pb2_grpc.TranslationEngineApiStub(api.channel)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Translate(engine_pb2.TranslateRequest(engine_type="Nmt", engine_id="x", segment="hi"))
+    assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_node_tokens(api: RunningApi) -> None:
+    assert api.service.services is not None
+    db = api.service.services.db
+    record, token = api.run(create_node_token(db, "gpu-1"))
+    assert api.run(verify_node_token(db, token))
+    assert not api.run(verify_node_token(db, token + "x"))
+    assert not api.run(verify_node_token(db, ""))
+    assert [t.name for t in api.run(list_node_tokens(db))] == ["gpu-1"]
+    api.run(revoke_node_token(db, record.id))
+    assert not api.run(verify_node_token(db, token))
+
+
+def test_health_is_authenticated_and_degraded_without_nodes(client: httpx.Client) -> None:
+    health = client.get("/status/health")
+    assert health.status_code == 200
+    assert health.json()["status"] == "Degraded"
+    assert health.json()["results"]["nodes"] == "0"

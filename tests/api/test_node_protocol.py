@@ -1,0 +1,236 @@
+"""The node ⇄ API stream, driven by a scripted peer over real gRPC: registration, rejection,
+heartbeat loss, and credit-based dispatch. The real inference node is tested end to end in
+tests/e2e; here the test plays the node so it can break the protocol on purpose."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from serval.inference.v1 import node_pb2, node_pb2_grpc
+from serval.translation.v1 import engine_pb2
+from serval_api.db.nodes import list_nodes
+from serval_api.service.keys import create_node_token
+from serval_common.settings import ApiSettings, Settings
+from tests.api.conftest import RunningApi, create_engine
+
+
+class ScriptedNode:
+    """One node session opened by the test, which writes and reads messages by hand."""
+
+    def __init__(self, target: str, token: str) -> None:
+        self._outbox: queue.Queue[node_pb2.NodeMessage | None] = queue.Queue()
+        self._closed = threading.Event()
+        self.channel = grpc.insecure_channel(target)
+        stub = node_pb2_grpc.InferenceNodeApiStub(self.channel)
+        self.call: Any = stub.Connect(self._messages(), metadata=(("authorization", f"Bearer {token}"),))
+        self.inbox: queue.Queue[node_pb2.ApiMessage | grpc.RpcError] = queue.Queue()
+        threading.Thread(target=self._receive, daemon=True).start()
+
+    def _receive(self) -> None:
+        try:
+            for message in self.call:
+                self.inbox.put(message)
+        except grpc.RpcError as exc:
+            self.inbox.put(exc)
+
+    def _messages(self) -> Iterator[node_pb2.NodeMessage]:
+        while (message := self._outbox.get()) is not None:
+            yield message
+
+    def send(self, **body: Any) -> None:
+        self._outbox.put(node_pb2.NodeMessage(**body))
+
+    def hello(self, *, version: int = node_pb2.PROTOCOL_VERSION_1, slots: int = 4, node_id: str = "n1") -> None:
+        self.send(
+            hello=node_pb2.Hello(
+                protocol_version=version,
+                node_id=node_id,
+                device=node_pb2.DeviceInfo(kind="cpu", compute_type="int8"),
+                free_slots=slots,
+            )
+        )
+
+    def keep_alive(self, interval_s: float = 0.2) -> None:
+        def beat() -> None:
+            while not self._closed.wait(interval_s):
+                self.send(heartbeat=node_pb2.Heartbeat(free_slots=1))
+
+        threading.Thread(target=beat, daemon=True).start()
+
+    def read(self, timeout_s: float = 10) -> node_pb2.ApiMessage:
+        message = self.inbox.get(timeout=timeout_s)
+        if isinstance(message, grpc.RpcError):
+            raise message
+        return message
+
+    def close(self) -> None:
+        self._closed.set()
+        self._outbox.put(None)
+        self.call.cancel()
+        self.channel.close()
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[RunningApi]:
+    settings = Settings(
+        home=tmp_path,
+        api=ApiSettings(
+            host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.2, node_timeout_s=1.0
+        ),
+    )
+    running = RunningApi(settings)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def node_token(api: RunningApi) -> str:
+    assert api.service.services is not None
+    _, plaintext = api.run(create_node_token(api.service.services.db, "test"))
+    return plaintext
+
+
+def node_rows(api: RunningApi) -> dict[str, str]:
+    assert api.service.services is not None
+    return {n.id: n.status for n in api.run(list_nodes(api.service.services.db))}
+
+
+def wait_until(condition: Any, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_welcome_registers_the_node(api: RunningApi, node_token: str) -> None:
+    node = ScriptedNode(api.grpc_target, node_token)
+    try:
+        node.hello(node_id="gpu-7")
+        welcome = node.read().welcome
+        assert welcome.protocol_version == node_pb2.PROTOCOL_VERSION_1
+        assert welcome.session_id and welcome.heartbeat_interval_ms == 200
+        wait_until(lambda: node_rows(api).get("gpu-7") == "connected")
+    finally:
+        node.close()
+    wait_until(lambda: node_rows(api).get("gpu-7") == "gone")
+
+
+@pytest.mark.parametrize("token", ["", "node_not-a-real-token"])
+def test_bad_token_is_rejected(api: RunningApi, node_token: str, token: str) -> None:
+    node = ScriptedNode(api.grpc_target, token)
+    try:
+        node.hello()
+        rejection = node.read().rejection
+        assert rejection.reason == node_pb2.REJECTION_REASON_BAD_TOKEN
+        with pytest.raises(grpc.RpcError) as err:
+            node.read()
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        node.close()
+    assert "n1" not in node_rows(api)
+
+
+def test_incompatible_protocol_version_is_rejected(api: RunningApi, node_token: str) -> None:
+    node = ScriptedNode(api.grpc_target, node_token)
+    try:
+        node.hello(version=99)
+        rejection = node.read().rejection
+        assert rejection.reason == node_pb2.REJECTION_REASON_INCOMPATIBLE_PROTOCOL
+        assert list(rejection.supported_protocol_versions) == [node_pb2.PROTOCOL_VERSION_1]
+        with pytest.raises(grpc.RpcError) as err:
+            node.read()
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    finally:
+        node.close()
+
+
+def test_hello_must_come_first(api: RunningApi, node_token: str) -> None:
+    node = ScriptedNode(api.grpc_target, node_token)
+    try:
+        node.send(heartbeat=node_pb2.Heartbeat(free_slots=1))
+        assert node.read().rejection.reason == node_pb2.REJECTION_REASON_BAD_HELLO
+    finally:
+        node.close()
+
+
+def test_silent_node_is_dropped(api: RunningApi, node_token: str) -> None:
+    node = ScriptedNode(api.grpc_target, node_token)
+    try:
+        node.hello(node_id="quiet")
+        node.read()
+        wait_until(lambda: node_rows(api).get("quiet") == "connected")
+        # No heartbeats: after node_timeout_s (1 s) the API service closes the session.
+        wait_until(lambda: node_rows(api).get("quiet") == "gone", timeout_s=5)
+        with pytest.raises(grpc.RpcError):
+            node.read()
+    finally:
+        node.close()
+
+
+def test_work_never_exceeds_advertised_slots(api: RunningApi, node_token: str) -> None:
+    """Two slots, five concurrent translations: at most two work items are outstanding at once."""
+    with api.client() as client:
+        engine = create_engine(client)
+        build = client.post(f"/translation/engines/{engine['id']}/builds", json={"trainOn": []}).json()
+    spec = api.launcher.specs[-1]
+    assert spec.build_id == build["id"]
+    _complete_build(api, spec.build_id, spec.job_token)
+
+    node = ScriptedNode(api.grpc_target, node_token)
+    key = api.api_key()
+    answers: list[int] = []
+
+    def translate(i: int) -> None:
+        with api.client() as c:
+            c.headers["X-API-Key"] = key
+            answers.append(c.post(f"/translation/engines/{engine['id']}/translate", json=f"verse {i}").status_code)
+
+    try:
+        node.hello(slots=2)
+        node.read()
+        node.keep_alive()
+        clients = [threading.Thread(target=translate, args=(i,)) for i in range(5)]
+        for thread in clients:
+            thread.start()
+        load = node.read().load_model.model
+        assert load.location == f"models/{engine['id']}/1"
+        node.send(model_status=node_pb2.ModelStatus(model=load, state=node_pb2.MODEL_STATE_READY))
+        outstanding: list[node_pb2.WorkItem] = []
+        served = 0
+        while served < 5:
+            while len(outstanding) < 2 and served + len(outstanding) < 5:
+                outstanding.append(node.read().work)
+            time.sleep(0.2)
+            assert node.inbox.empty(), "the API service sent work beyond the node's free slots"
+            item = outstanding.pop(0)
+            result = engine_pb2.TranslationResult(translation=item.translate.segment.upper())
+            node.send(
+                result=node_pb2.WorkResult(
+                    request_id=item.request_id, translate=node_pb2.TranslateOutput(results=[result])
+                )
+            )
+            served += 1
+        for thread in clients:
+            thread.join(10)
+        assert answers == [200] * 5
+    finally:
+        node.close()
+
+
+def _complete_build(api: RunningApi, build_id: str, job_token: str) -> None:
+    from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+
+    stub = platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
+    metadata = (("authorization", f"Bearer {job_token}"),)
+    stub.BuildStarted(platform_pb2.BuildStartedRequest(build_id=build_id), metadata=metadata)
+    stub.BuildCompleted(platform_pb2.BuildCompletedRequest(build_id=build_id), metadata=metadata)

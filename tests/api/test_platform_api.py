@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import httpx
+import pytest
+
+from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
+
+
+def job_stub(api: RunningApi) -> platform_pb2_grpc.TranslationPlatformApiStub:
+    return platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
+
+
+def as_job(api: RunningApi) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {api.launcher.specs[-1].job_token}"),)
+
+
+def test_lifecycle_through_the_platform_api(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    base = f"/translation/engines/{engine['id']}"
+    build = client.post(f"{base}/builds", json={}).json()
+    build_url = f"{base}/builds/{build['id']}"
+    job = job_stub(api)
+
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.get, build_url, params={"min-revision": 2})
+        job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=build["id"]), metadata=as_job(api))
+        woke = waiting.result(timeout=LONG_POLL_MAX_S)
+    assert woke.status_code == 200
+    assert woke.json()["state"] == "Active"
+    assert woke.json()["revision"] == 2
+    assert "dateStarted" in woke.json()
+
+    job.UpdateBuildStatus(
+        platform_pb2.UpdateBuildStatusRequest(build_id=build["id"], step=5, progress=0.5, message="training"),
+        metadata=as_job(api),
+    )
+    status = client.get(build_url).json()
+    assert (status["step"], status["progress"], status["message"], status["revision"]) == (
+        5,
+        0.5,
+        "training",
+        3,
+    )
+
+    job.BuildCompleted(
+        platform_pb2.BuildCompletedRequest(build_id=build["id"], corpus_size=7, confidence=42.5),
+        metadata=as_job(api),
+    )
+    done = client.get(build_url).json()
+    assert done["state"] == "Completed" and done["revision"] == 4 and "dateFinished" in done
+    updated = client.get(base).json()
+    assert (updated["modelRevision"], updated["corpusSize"], updated["confidence"]) == (1, 7, 42.5)
+    assert updated["isBuilding"] is False
+
+    job.BuildFaulted(
+        platform_pb2.BuildFaultedRequest(build_id=build["id"], message="late"), metadata=as_job(api)
+    )
+    assert client.get(build_url).json()["state"] == "Completed"
+
+    second = client.post(f"{base}/builds", json={})
+    assert second.status_code == 201
+    assert api.launcher.specs[-1].revision == 2
+
+
+def test_current_build_long_poll_returns_the_finished_build(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    base = f"/translation/engines/{engine['id']}"
+    build = client.post(f"{base}/builds", json={}).json()
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.get, f"{base}/current-build", params={"min-revision": 2})
+        job_stub(api).BuildFaulted(
+            platform_pb2.BuildFaultedRequest(build_id=build["id"], message="out of memory"),
+            metadata=as_job(api),
+        )
+        woke = waiting.result(timeout=LONG_POLL_MAX_S)
+    assert woke.status_code == 200
+    assert (woke.json()["state"], woke.json()["message"]) == ("Faulted", "out of memory")
+
+
+def test_wrong_job_token_is_refused(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    build = client.post(f"/translation/engines/{engine['id']}/builds", json={}).json()
+    job = job_stub(api)
+    request = platform_pb2.BuildStartedRequest(build_id=build["id"])
+    for metadata, code in (
+        ((), grpc.StatusCode.UNAUTHENTICATED),
+        ((("authorization", "Bearer not-the-token"),), grpc.StatusCode.PERMISSION_DENIED),
+    ):
+        try:
+            job.BuildStarted(request, metadata=metadata)
+        except grpc.RpcError as e:
+            assert e.code() == code
+        else:
+            raise AssertionError("the call should have been refused")
+    assert (
+        client.get(f"/translation/engines/{engine['id']}/builds/{build['id']}").json()["state"] == "Pending"
+    )
+
+
+def test_restarting_returns_the_build_to_pending(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    build = client.post(f"/translation/engines/{engine['id']}/builds", json={}).json()
+    job = job_stub(api)
+    job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=build["id"]), metadata=as_job(api))
+    job.BuildRestarting(platform_pb2.BuildRestartingRequest(build_id=build["id"]), metadata=as_job(api))
+    job.BuildCanceled(platform_pb2.BuildCanceledRequest(build_id=build["id"]), metadata=as_job(api))
+    final = client.get(f"/translation/engines/{engine['id']}/builds/{build['id']}").json()
+    assert (final["state"], final["revision"]) == ("Canceled", 4)
+    assert client.get(f"/translation/engines/{engine['id']}").json()["modelRevision"] == 0
+
+
+def test_unimplemented_platform_rpcs(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    client.post(f"/translation/engines/{engine['id']}/builds", json={})
+    with pytest.raises(grpc.RpcError) as error:
+        job_stub(api).IncrementEngineCorpusSize(
+            platform_pb2.IncrementEngineCorpusSizeRequest(engine_id=engine["id"], count=1),
+            metadata=as_job(api),
+        )
+    assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED

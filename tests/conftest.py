@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import free_port, verse_pairs, wait_for_port
+
+
+@pytest.fixture(scope="session")
+def tiny_ct2_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny NLLB-architecture CTranslate2 model (eng_Latn ↔ swh_Latn), briefly trained."""
+    from build_jobs.base_model import make_tiny_base_model
+
+    sources, targets = verse_pairs("engwebp", "swh1850", 300)
+    return make_tiny_base_model(
+        tmp_path_factory.mktemp("tiny"), sources, targets, "eng_Latn", "swh_Latn", steps=30
+    )
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A real S3-protocol server (moto) on a loopback port."""
+    port = free_port()
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_for_port(port, server)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_bucket(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> str:
+    import boto3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    name = "models-" + request.node.name.lower().replace("_", "-").replace("[", "-").replace("]", "")[:40]
+    boto3.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket=name)
+    return name
