@@ -8,7 +8,6 @@ stops everything. Any failed step exits non-zero.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from serval_cli import processes
+from serval_cli.bootstrap import create_credentials
 from serval_cli.config import load_settings
 from serval_cli.corpus import VersePair, demo_pairs
 from serval_common.settings import Settings
@@ -74,26 +74,8 @@ def _ensure_base_model(settings: Settings, steps: int, rebuild: bool) -> None:
     )
 
 
-def _credentials(settings: Settings) -> tuple[str, str]:
-    from serval_api.auth import ALL_ENGINE_SCOPES
-    from serval_api.db.database import Database
-    from serval_api.service.keys import create_api_key, create_node_token
-
-    async def create() -> tuple[str, str]:
-        db = Database(settings.resolved_database_url)
-        try:
-            await db.create_all()
-            _, api_key = await create_api_key(db, "demo", ALL_ENGINE_SCOPES)
-            _, node_token = await create_node_token(db, "demo")
-            return api_key, node_token
-        finally:
-            await db.close()
-
-    return asyncio.run(create())
-
-
 def _run(settings: Settings, running: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
-    api_key, node_token = _credentials(settings)
+    api_key, node_token = create_credentials(settings, "demo")
     grpc_port, rest_port = processes.free_port(), processes.free_port()
     home = str(settings.home)
     logs = settings.home / "logs"

@@ -100,6 +100,17 @@ def test_tokenizer_has_nllb_id_order(tiny: TinyBaseModel) -> None:
         assert tokenizer.convert_tokens_to_ids("<mask>") == len(tokenizer) - 1
 
 
+def test_tokenizer_splits_text_as_sentencepiece_does(tiny: TinyBaseModel, corpus: Corpus) -> None:
+    """Training tokenizes with the transformers tokenizer, inference nodes with SentencePiece."""
+    import sentencepiece
+
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(tiny.hf_dir / "sentencepiece.bpe.model"))
+    tokenizer = load_nllb_tokenizer(tiny.hf_dir)
+    lines = corpus.english + corpus.swahili
+    expected = [tokenizer.convert_tokens_to_ids(pieces.encode(line, out_type=str)) for line in lines]
+    assert tokenizer(lines, add_special_tokens=False)["input_ids"] == expected
+
+
 def test_training_lowers_the_loss(tiny: TinyBaseModel) -> None:
     assert len(tiny.losses) == STEPS
     assert sum(tiny.losses[-5:]) < sum(tiny.losses[:5])

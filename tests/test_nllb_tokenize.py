@@ -61,11 +61,11 @@ def test_every_piece_maps_to_a_word(tokenizer: NllbTokenizer, vocabulary: set[st
             assert text in source.words[word], (piece, source.words[word])
 
 
-def test_pieces_are_those_of_the_normalized_segment(sp_model: spm.SentencePieceProcessor, tokenizer: NllbTokenizer) -> None:
+def test_pieces_are_those_of_the_normalized_segment(
+    sp_model: spm.SentencePieceProcessor, tokenizer: NllbTokenizer
+) -> None:
     segment = "“Jesus’ words,” he said."
-    expected = [
-        sp_model.id_to_piece(i) for i in sp_model.encode(normalize_punctuation(segment))
-    ]
+    expected = [sp_model.id_to_piece(i) for i in sp_model.encode(normalize_punctuation(segment))]
     assert tokenizer.encode(segment, "eng_Latn").pieces == expected
 
 
@@ -116,8 +116,10 @@ def test_detokenize_round_trips_words(segment: str) -> None:
     assert split_words(detokenize(words)) == words
 
 
-def test_target_pieces_merge_into_words(sp_model: spm.SentencePieceProcessor, tokenizer: NllbTokenizer) -> None:
-    text = 'Yesu akawaambia, “Njooni mwone!” Wakaenda (siku hiyo).'
+def test_target_pieces_merge_into_words(
+    sp_model: spm.SentencePieceProcessor, tokenizer: NllbTokenizer
+) -> None:
+    text = "Yesu akawaambia, “Njooni mwone!” Wakaenda (siku hiyo)."
     pieces = [*map(sp_model.id_to_piece, sp_model.encode(text)), "<unk>", "eng_Latn"]
     target = tokenizer.decode(pieces)
     assert target.tokens == split_words(text)

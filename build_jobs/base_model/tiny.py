@@ -4,7 +4,6 @@ at a constant learning rate before its output resembles the target language."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from serval_common.languages import NLLB_LANGUAGE_CODE_SET
 
 if TYPE_CHECKING:
     import torch
-    from transformers import M2M100ForConditionalGeneration, NllbTokenizer
+    from transformers import M2M100Config, M2M100ForConditionalGeneration, NllbTokenizer
 
 Progress = Callable[[int, int, float], None]
 """Called after each training step with (step, steps, loss); step counts from 1."""
@@ -26,6 +25,9 @@ MAX_POSITIONS = 256
 PAD_ID = 1
 EOS_ID = 2
 IGNORED_LABEL = -100
+# A model this small gains ~1.3x from a second thread on idle cores but runs 4-5x slower with two
+# threads when other processes share the cores (measured on 2 cores), so it trains on one.
+TRAINING_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def make_tiny_model(
     """Train a model on the parallel lines and write it as a Hugging Face folder (model, config,
     tokenizer files and `sentencepiece.bpe.model`) into `out_dir`, which it returns."""
     import torch
-    from transformers import M2M100Config, M2M100ForConditionalGeneration
+    from transformers import M2M100ForConditionalGeneration
 
     pairs = _parallel_pairs(source_lines, target_lines)
     for code in (source_code, target_code):
@@ -66,32 +68,11 @@ def make_tiny_model(
     tokenizer = make_nllb_tokenizer([line for pair in pairs for line in pair], out_dir, vocab_size=vocab_size)
     examples = _encode(tokenizer, pairs, source_code, target_code)
 
-    with _torch_threads(_training_threads()):
+    with _torch_threads(TRAINING_THREADS):
         torch.manual_seed(seed)
-        config = M2M100Config(
-            vocab_size=len(tokenizer),
-            d_model=d_model,
-            encoder_layers=layers,
-            decoder_layers=layers,
-            encoder_attention_heads=heads,
-            decoder_attention_heads=heads,
-            encoder_ffn_dim=ffn,
-            decoder_ffn_dim=ffn,
-            max_position_embeddings=MAX_POSITIONS,
-            activation_function="relu",
-            dropout=0.1,
-            attention_dropout=0.0,
-            activation_dropout=0.0,
-            encoder_layerdrop=0.0,
-            decoder_layerdrop=0.0,
-            scale_embedding=True,
-            tie_word_embeddings=True,
-            pad_token_id=PAD_ID,
-            bos_token_id=0,
-            eos_token_id=EOS_ID,
-            decoder_start_token_id=EOS_ID,
+        model = M2M100ForConditionalGeneration(
+            _config(len(tokenizer), d_model=d_model, layers=layers, heads=heads, ffn=ffn)
         )
-        model = M2M100ForConditionalGeneration(config)
         _train(model, examples, steps=steps, lr=lr, batch_size=batch_size, seed=seed, progress=progress)
         model.save_pretrained(str(out_dir))
     save_nllb_tokenizer(tokenizer, out_dir / SENTENCEPIECE_MODEL, out_dir)
@@ -106,6 +87,34 @@ def _parallel_pairs(source_lines: Sequence[str], target_lines: Sequence[str]) ->
     if not pairs:
         raise ValueError("no parallel pair has text on both sides")
     return pairs
+
+
+def _config(vocab_size: int, *, d_model: int, layers: int, heads: int, ffn: int) -> M2M100Config:
+    from transformers import M2M100Config
+
+    return M2M100Config(
+        vocab_size=vocab_size,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn,
+        max_position_embeddings=MAX_POSITIONS,
+        activation_function="relu",
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        encoder_layerdrop=0.0,
+        decoder_layerdrop=0.0,
+        scale_embedding=True,
+        tie_word_embeddings=True,
+        pad_token_id=PAD_ID,
+        bos_token_id=0,
+        eos_token_id=EOS_ID,
+        decoder_start_token_id=EOS_ID,
+    )
 
 
 def _encode(
@@ -181,11 +190,6 @@ def _collate(batch: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 def _pad(rows: list[list[int]], value: int) -> list[list[int]]:
     width = max(len(row) for row in rows)
     return [row + [value] * (width - len(row)) for row in rows]
-
-
-def _training_threads() -> int:
-    """Threads beyond a few do not help a model this small and hurt when cores are shared."""
-    return max(1, min(len(os.sched_getaffinity(0)), 4))
 
 
 @contextmanager

@@ -32,14 +32,14 @@ class Hypothesis:
     """One hypothesis, target prefix stripped, best first within a request.
 
     `log_probs[i]` is the log-probability of `tokens[i]`; `eos_log_prob` that of the end token
-    after them. `attention[i]` is `tokens[i]`'s attention over all source tokens (language code
+    after them (None when decoding stopped at the length limit). `attention[i]` is `tokens[i]`'s attention over all source tokens (language code
     and `</s>` included). `score` is the backend's ranking score.
     """
 
     tokens: list[str]
     score: float
     log_probs: list[float]
-    eos_log_prob: float
+    eos_log_prob: float | None
     attention: npt.NDArray[np.float32]
 
 

@@ -2,9 +2,10 @@
 
 CTranslate2 4.8's `translate_batch` gives no per-token log-probabilities (`return_log_prob`
 exists only for `Generator`), so each batch's hypotheses are rescored with one `score_batch`
-call: a single teacher-forced pass whose per-token values match the decoder's (the
-hypothesis score equals their sum over `len(tokens) + 2` to the length penalty: language
-token, tokens, `</s>`).
+call: a single teacher-forced pass whose values match the decoder's. CTranslate2's hypothesis
+score is `(sum(log_probs) + eos_log_prob) / steps ** length_penalty`, where `steps` counts the
+target prefix, the tokens and `</s>` (no `</s>` term when decoding hit the length limit); the
+prefix's own log-probability is not part of it.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class CTranslate2Backend(Backend):
         if any(request.key != requests[0].key for request in requests):
             raise ValueError("one batch mixes decoding settings")
         translator = self.translator
+        max_length = self._settings.max_decoding_length + max(len(r.target_prefix) for r in requests)
         results = translator.translate_batch(
             [request.source for request in requests],
             target_prefix=[request.target_prefix for request in requests],
@@ -102,21 +104,23 @@ class CTranslate2Backend(Backend):
             return_scores=True,
             return_attention=True,
             max_input_length=0,
-            max_decoding_length=self._settings.max_decoding_length
-            + max(len(r.target_prefix) for r in requests),
+            max_decoding_length=max_length,
         )
-        flat = [
-            (index, hypothesis) for index, result in enumerate(results) for hypothesis in result.hypotheses
-        ]
+        flat = [(i, tokens) for i, result in enumerate(results) for tokens in result.hypotheses]
         scored = translator.score_batch(
-            [requests[index].source for index, _ in flat],
-            [hypothesis for _, hypothesis in flat],
-            max_input_length=0,
+            [requests[i].source for i, _ in flat], [tokens for _, tokens in flat], max_input_length=0
         )
         log_probs = iter(score.log_probs for score in scored)
         return [
             [
-                to_hypothesis(request.target_prefix, tokens, score, next(log_probs), attention)
+                to_hypothesis(
+                    request.target_prefix,
+                    tokens,
+                    score,
+                    next(log_probs),
+                    attention,
+                    finished=len(tokens) < max_length,
+                )
                 for tokens, score, attention in zip(
                     result.hypotheses, result.scores, result.attention, strict=True
                 )
@@ -136,15 +140,18 @@ def to_hypothesis(
     score: float,
     log_probs: list[float],
     attention: list[list[float]],
+    *,
+    finished: bool = True,
 ) -> Hypothesis:
     """A CTranslate2 hypothesis (which starts with the target prefix), its attention, and the
-    `score_batch` log-probabilities of its tokens followed by `</s>`."""
+    `score_batch` log-probabilities of its tokens followed by `</s>`. `finished` is False when
+    decoding stopped at the length limit rather than on `</s>`."""
     skip = len(prefix) if tokens[: len(prefix)] == prefix else 0
     end = len(tokens)
     return Hypothesis(
         tokens=list(tokens[skip:]),
         score=float(score),
         log_probs=[float(value) for value in log_probs[skip:end]],
-        eos_log_prob=float(log_probs[end]) if len(log_probs) > end else 0.0,
+        eos_log_prob=float(log_probs[end]) if finished and len(log_probs) > end else None,
         attention=np.asarray(attention, dtype=np.float32)[skip:end],
     )

@@ -48,7 +48,9 @@ class ScriptedNode:
     def send(self, **body: Any) -> None:
         self._outbox.put(node_pb2.NodeMessage(**body))
 
-    def hello(self, *, version: int = node_pb2.PROTOCOL_VERSION_1, slots: int = 4, node_id: str = "n1") -> None:
+    def hello(
+        self, *, version: int = node_pb2.PROTOCOL_VERSION_1, slots: int = 4, node_id: str = "n1"
+    ) -> None:
         self.send(
             hello=node_pb2.Hello(
                 protocol_version=version,
@@ -193,7 +195,9 @@ def test_work_never_exceeds_advertised_slots(api: RunningApi, node_token: str) -
     def translate(i: int) -> None:
         with api.client() as c:
             c.headers["X-API-Key"] = key
-            answers.append(c.post(f"/translation/engines/{engine['id']}/translate", json=f"verse {i}").status_code)
+            answers.append(
+                c.post(f"/translation/engines/{engine['id']}/translate", json=f"verse {i}").status_code
+            )
 
     try:
         node.hello(slots=2)

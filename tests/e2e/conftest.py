@@ -1,0 +1,76 @@
+"""The API service and an inference node as separate processes on loopback ports, over a model
+store holding the tiny base model, exactly as `serval demo` runs them."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+
+from build_jobs.publish import publish_base_model
+from serval_cli import processes
+from serval_cli.bootstrap import create_credentials
+from serval_common.languages import NLLB_LANGUAGE_CODES
+from serval_common.settings import Settings
+from serval_common.store import open_store
+from tests.helpers import free_port, wait_for_port
+
+BASE_MODEL = "tiny-nllb"
+MAX_SEGMENT_CHARS = 500
+
+
+@dataclass
+class Deployment:
+    home: Path
+    rest: httpx.Client
+    channel: grpc.Channel
+    api_key: str
+    grpc_port: int
+    api: subprocess.Popen[bytes]
+    node: subprocess.Popen[bytes]
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("x-api-key", self.api_key),)
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -> Iterator[Deployment]:
+    home = tmp_path_factory.mktemp("home")
+    store = open_store((home / "store").as_uri())
+    publish_base_model(
+        store, BASE_MODEL, tiny_ct2_model, languages=list(NLLB_LANGUAGE_CODES), quantization="int8"
+    )
+    api_key, node_token = create_credentials(Settings(home=home), "e2e")
+    grpc_port, rest_port = free_port(), free_port()
+    env = {"SERVAL_API__MAX_SEGMENT_CHARS": str(MAX_SEGMENT_CHARS)}
+    api = processes.start(
+        ["api", "--home", str(home), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port)],
+        home / "api.log",
+        env,
+    )
+    node = processes.start(
+        ["node", "--home", str(home), "--api-address", f"127.0.0.1:{grpc_port}", "--node-id", "e2e-node"],
+        home / "node.log",
+        {"SERVAL_NODE__TOKEN": node_token},
+    )
+    try:
+        wait_for_port(rest_port, api)
+        with (
+            httpx.Client(
+                base_url=f"http://127.0.0.1:{rest_port}/api/v1", headers={"X-API-Key": api_key}, timeout=60
+            ) as rest,
+            grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
+        ):
+            yield Deployment(home, rest, channel, api_key, grpc_port, api, node)
+    finally:
+        node_code = processes.stop(node)
+        api_code = processes.stop(api)
+        print((home / "node.log").read_text()[-3000:], (home / "api.log").read_text()[-3000:])
+    assert node_code == 0, "the node must drain and exit 0 on SIGTERM"
+    assert api_code == 0

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inference_gpu.backends import Hypothesis, TranslateRequest
+from inference_gpu.backends.ctranslate2 import CTranslate2Backend
+from inference_gpu.batcher import BatcherClosed, MicroBatcher
+from inference_gpu.nllb import NllbTokenizer
+from serval_common.settings import NodeSettings
+from tests.helpers import verse_pairs
+
+SETTINGS = NodeSettings(device="cpu", compute_type="int8", max_decoding_length=16)
+Batcher = MicroBatcher[TranslateRequest, list[Hypothesis]]
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_ct2_model: Path) -> Iterator[CTranslate2Backend]:
+    loaded = CTranslate2Backend.load(tiny_ct2_model, SETTINGS)
+    yield loaded
+    loaded.unload()
+
+
+@pytest.fixture(scope="module")
+def requests(tiny_ct2_model: Path) -> list[TranslateRequest]:
+    tokenizer = NllbTokenizer.from_folder(tiny_ct2_model)
+    sources, _ = verse_pairs("engwebp", "swh1850", 16)
+    return [
+        TranslateRequest(tokenizer.encode(s, "eng_Latn").tokens, ["swh_Latn"], num_hypotheses=1, beam_size=2)
+        for s in sources
+    ]
+
+
+class Recorder:
+    """Runs the real backend and remembers what each call was given."""
+
+    def __init__(self, backend: CTranslate2Backend) -> None:
+        self.backend = backend
+        self.calls: list[list[TranslateRequest]] = []
+        self.threads: set[int] = set()
+
+    def __call__(self, batch: list[TranslateRequest]) -> list[list[Hypothesis]]:
+        self.calls.append(batch)
+        self.threads.add(threading.get_ident())
+        return self.backend.translate(batch)
+
+
+def _same(a: list[Hypothesis], b: list[Hypothesis]) -> bool:
+    return [h.tokens for h in a] == [h.tokens for h in b] and all(
+        abs(x.score - y.score) < 1e-3 and x.attention.shape == y.attention.shape
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def test_concurrent_requests_share_backend_calls(
+    backend: CTranslate2Backend, requests: list[TranslateRequest]
+) -> None:
+    singles = [backend.translate([request])[0] for request in requests]
+    recorder = Recorder(backend)
+    sizes: list[int] = []
+    batcher: Batcher = MicroBatcher(recorder, max_batch_size=8, max_wait_ms=20, on_batch=sizes.append)
+
+    async def run() -> list[list[Hypothesis]]:
+        answers = await asyncio.gather(*(batcher.submit(r) for r in requests))
+        await batcher.close()
+        return answers
+
+    answers = asyncio.run(run())
+    assert len(recorder.calls) < len(requests)
+    assert batcher.stats.calls == len(recorder.calls) == len(sizes)
+    assert sum(sizes) == len(requests) and max(sizes) <= 8
+    assert threading.get_ident() not in recorder.threads
+    for request, answer, single in zip(requests, answers, singles, strict=True):
+        assert _same(answer, single)
+        assert answer[0].attention.shape[1] == len(request.source)
+
+
+def test_requests_with_different_decoding_settings_are_not_mixed(
+    backend: CTranslate2Backend, requests: list[TranslateRequest]
+) -> None:
+    recorder = Recorder(backend)
+    batcher: Batcher = MicroBatcher(recorder, max_batch_size=32, max_wait_ms=20)
+    mixed = [
+        TranslateRequest(r.source, r.target_prefix, num_hypotheses=n, beam_size=max(2, n))
+        for r, n in zip(requests[:12], [1, 2, 3] * 4, strict=True)
+    ]
+
+    async def run() -> list[list[Hypothesis]]:
+        answers = await asyncio.gather(*(batcher.submit(r) for r in mixed))
+        await batcher.close()
+        return answers
+
+    answers = asyncio.run(run())
+    assert len(recorder.calls) == 3
+    for call in recorder.calls:
+        assert len({r.key for r in call}) == 1
+    for request, answer in zip(mixed, answers, strict=True):
+        assert len(answer) == request.num_hypotheses
+
+
+def test_a_failing_batch_fails_every_caller(tiny_ct2_model: Path, requests: list[TranslateRequest]) -> None:
+    unloaded = CTranslate2Backend.load(tiny_ct2_model, SETTINGS)
+    unloaded.unload()
+    batcher: Batcher = MicroBatcher(unloaded.translate, max_batch_size=8, max_wait_ms=20)
+
+    async def run() -> list[list[Hypothesis] | BaseException]:
+        answers = await asyncio.gather(*(batcher.submit(r) for r in requests[:5]), return_exceptions=True)
+        await batcher.close()
+        return answers
+
+    answers = asyncio.run(run())
+    assert batcher.stats.calls == 1
+    assert all(isinstance(a, RuntimeError) and "unloaded" in str(a) for a in answers)
+
+
+def test_close_fails_queued_requests_and_drain_answers_them(
+    backend: CTranslate2Backend, requests: list[TranslateRequest]
+) -> None:
+    async def run(drain: bool) -> list[list[Hypothesis] | BaseException]:
+        batcher: Batcher = MicroBatcher(backend.translate, max_batch_size=32, max_wait_ms=60_000)
+        waiting = [asyncio.ensure_future(batcher.submit(r)) for r in requests[:3]]
+        await asyncio.sleep(0.01)
+        await batcher.close(drain=drain)
+        with pytest.raises(BatcherClosed):
+            await batcher.submit(requests[0])
+        return await asyncio.gather(*waiting, return_exceptions=True)
+
+    assert all(isinstance(a, BatcherClosed) for a in asyncio.run(run(drain=False)))
+    assert all(isinstance(a, list) and a for a in asyncio.run(run(drain=True)))
+
+
+def test_a_cancelled_request_is_skipped(
+    backend: CTranslate2Backend, requests: list[TranslateRequest]
+) -> None:
+    recorder = Recorder(backend)
+    batcher: Batcher = MicroBatcher(recorder, max_batch_size=8, max_wait_ms=20)
+
+    async def run() -> list[Hypothesis]:
+        cancelled = asyncio.ensure_future(batcher.submit(requests[0]))
+        kept = asyncio.ensure_future(batcher.submit(requests[1]))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        answer = await kept
+        await batcher.close()
+        return answer
+
+    assert asyncio.run(run())
+    assert [len(call) for call in recorder.calls] == [1]

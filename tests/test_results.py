@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import ctranslate2
+import numpy as np
+import pytest
+
+from inference_gpu.backends.ctranslate2 import to_hypothesis
+from inference_gpu.engine import InputTooLong, LoadedModel
+from inference_gpu.nllb import normalize_punctuation, split_words
+from inference_gpu.results import build_result
+from serval.translation.v1 import engine_pb2
+from serval_common.manifest import Manifest
+from serval_common.settings import NodeSettings
+
+SEGMENTS = [
+    "In the beginning, God created.",
+    "“Jesus’ words,” he said  again.",
+    "Abraham became the father of Isaac.",
+]
+SETTINGS = NodeSettings(
+    device="cpu", compute_type="int8", beam_size=4, max_decoding_length=24, max_input_tokens=64
+)
+
+
+@pytest.fixture(scope="module")
+def model(tiny_ct2_model: Path) -> Iterator[LoadedModel]:
+    loaded = LoadedModel.load(tiny_ct2_model, Manifest(kind="base-model"), SETTINGS)
+    yield loaded
+    asyncio.run(loaded.close())
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_ct2_model: Path) -> ctranslate2.Translator:
+    return ctranslate2.Translator(str(tiny_ct2_model), device="cpu", compute_type="int8", intra_threads=1)
+
+
+def _check(result: engine_pb2.TranslationResult, segment: str) -> None:
+    words, targets = list(result.source_tokens), list(result.target_tokens)
+    assert words == split_words(segment)
+    assert split_words(result.translation) == targets
+    assert len(result.confidences) == len(targets) == len(result.sources)
+    assert all(0 < c <= 1 for c in result.confidences)
+    assert all(list(s.values) == [engine_pb2.TRANSLATION_SOURCE_PRIMARY] for s in result.sources)
+    assert [a.target_index for a in result.alignment] == list(range(len(targets)))
+    assert all(0 <= a.source_index < len(words) for a in result.alignment)
+    (phrase,) = result.phrases
+    assert (phrase.source_segment_start, phrase.source_segment_end) == (0, len(words))
+    assert phrase.target_segment_cut == len(targets)
+
+
+@pytest.mark.parametrize("segment", SEGMENTS)
+def test_translate_gives_the_hypothesis_of_ctranslate2(
+    model: LoadedModel, translator: ctranslate2.Translator, segment: str
+) -> None:
+    (result,) = asyncio.run(model.translate(segment, 1, "eng_Latn", "swh_Latn"))
+    source = model.tokenizer.encode(segment, "eng_Latn")
+    (direct,) = translator.translate_batch(
+        [source.tokens],
+        target_prefix=[["swh_Latn"]],
+        beam_size=SETTINGS.beam_size,
+        max_decoding_length=SETTINGS.max_decoding_length + 1,
+    )
+    pieces = direct.hypotheses[0]
+    assert pieces[0] == "swh_Latn"
+    _, (hypothesis,) = asyncio.run(model.hypotheses(segment, 1, "eng_Latn", "swh_Latn"))
+    assert hypothesis.tokens == pieces[1:]
+    assert list(result.target_tokens) == model.tokenizer.decode(pieces[1:]).tokens
+    assert hypothesis.attention.shape == (len(hypothesis.tokens), len(source.tokens))
+    _check(result, segment)
+
+
+def test_score_is_the_length_normalized_sum_of_token_log_probs(model: LoadedModel) -> None:
+    _, hypotheses = asyncio.run(model.hypotheses(SEGMENTS[0], 4, "eng_Latn", "swh_Latn"))
+    for h in hypotheses:
+        steps = 1 + len(h.tokens) + (h.eos_log_prob is not None)
+        total = sum(h.log_probs) + (h.eos_log_prob or 0.0)
+        assert h.score == pytest.approx(total / steps, abs=1e-3)
+
+
+def test_n_best_results_are_distinct_and_ordered_by_score(model: LoadedModel) -> None:
+    segment = SEGMENTS[1]
+    results = asyncio.run(model.translate(segment, 2, "eng_Latn", "swh_Latn"))
+    assert len(results) == 2
+    assert results[0].target_tokens != results[1].target_tokens
+    _, hypotheses = asyncio.run(model.hypotheses(segment, 2, "eng_Latn", "swh_Latn"))
+    scores = [h.score for h in hypotheses]
+    assert scores == sorted(scores, reverse=True)
+    best_first = [model.tokenizer.decode(h.tokens).tokens for h in hypotheses]
+    assert best_first.index(list(results[0].target_tokens)) < best_first.index(list(results[1].target_tokens))
+    for result in results:
+        _check(result, segment)
+
+
+def test_result_of_a_forced_real_translation(model: LoadedModel, translator: ctranslate2.Translator) -> None:
+    """A real target sentence forced as the prefix gives real attention and log-probs to check
+    the word-level confidences and alignment on."""
+    segment = "Jesus said to them, “Come and see.”"
+    target_text = "Yesu akawaambia: Njooni mwone (sasa)."
+    sp = model.tokenizer
+    source = sp.encode(segment, "eng_Latn")
+    target_pieces = sp.encode(normalize_punctuation(target_text), "swh_Latn").pieces
+    prefix = ["swh_Latn", *target_pieces]
+    (forced,) = translator.translate_batch(
+        [source.tokens],
+        target_prefix=[prefix],
+        beam_size=1,
+        return_scores=True,
+        return_attention=True,
+        max_decoding_length=len(prefix) + 1,
+    )
+    tokens = forced.hypotheses[0][: len(prefix)]
+    (scored,) = translator.score_batch([source.tokens], [tokens])
+    hypothesis = to_hypothesis(["swh_Latn"], tokens, forced.scores[0], scored.log_probs, forced.attention[0])
+    assert hypothesis.tokens == target_pieces
+    target = sp.decode(hypothesis.tokens)
+    assert target.tokens == split_words(target_text)
+    result = build_result(source, target, hypothesis)
+    _check(result, segment)
+    expected = [
+        math.exp(np.mean([hypothesis.log_probs[i] for i in pieces])) for pieces in target.token_pieces
+    ]
+    assert list(result.confidences) == pytest.approx(expected)
+    assert len(result.alignment) == len(target.tokens) == 9
+
+
+def test_too_long_and_empty_segments_are_rejected(model: LoadedModel) -> None:
+    with pytest.raises(InputTooLong):
+        asyncio.run(model.translate("word " * 100, 1, "eng_Latn", "swh_Latn"))
+    with pytest.raises(ValueError):
+        asyncio.run(model.translate("   ", 1, "eng_Latn", "swh_Latn"))
+    with pytest.raises(ValueError):
+        asyncio.run(model.translate("Hello", 1, "eng_Latn", "nope_Xxxx"))
