@@ -71,6 +71,7 @@ class MicroBatcher(Generic[Req, Res]):
         self._running: set[asyncio.Task[None]] = set()
         self._in_flight: set[asyncio.Future[Res]] = set()
         self._closed = False
+        self._flush = False
 
     @property
     def pending(self) -> int:
@@ -96,10 +97,13 @@ class MicroBatcher(Generic[Req, Res]):
         queued and running requests with `BatcherClosed`."""
         self._closed = True
         if drain:
-            while self.pending:
-                if self._wakeup is not None:
-                    self._wakeup.set()
-                await asyncio.sleep(self.max_wait_s or 0.001)
+            self._flush = True
+            if self._wakeup is not None:
+                self._wakeup.set()
+            waiting = [item.future for queue in self._queues.values() for item in queue]
+            waiting = [future for future in [*waiting, *self._in_flight] if not future.done()]
+            if waiting:
+                await asyncio.wait(waiting)
         if self._dispatcher is not None and self._loop is asyncio.get_running_loop():
             self._dispatcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -149,7 +153,7 @@ class MicroBatcher(Generic[Req, Res]):
                 queue.popleft()
             if not queue:
                 continue
-            if len(queue) >= self.max_batch_size:
+            if self._flush or len(queue) >= self.max_batch_size:
                 return 0.0
             wait = max(0.0, queue[0].queued_at + self.max_wait_s - now)
             soonest = wait if soonest is None else min(soonest, wait)
@@ -160,7 +164,12 @@ class MicroBatcher(Generic[Req, Res]):
         ready = [
             (queue[0].queued_at, key)
             for key, queue in self._queues.items()
-            if queue and (len(queue) >= self.max_batch_size or queue[0].queued_at + self.max_wait_s <= now)
+            if queue
+            and (
+                self._flush
+                or len(queue) >= self.max_batch_size
+                or queue[0].queued_at + self.max_wait_s <= now
+            )
         ]
         if not ready:
             return []
@@ -180,12 +189,12 @@ class MicroBatcher(Generic[Req, Res]):
         loop = asyncio.get_running_loop()
         futures = [item.future for item in batch]
         self._in_flight.update(futures)
-        self.stats.calls += 1
-        self.stats.items += len(batch)
-        self.stats.sizes[len(batch)] += 1
-        if self.on_batch is not None:
-            self.on_batch(len(batch))
         try:
+            self.stats.calls += 1
+            self.stats.items += len(batch)
+            self.stats.sizes[len(batch)] += 1
+            if self.on_batch is not None:
+                self.on_batch(len(batch))
             requests = [item.request for item in batch]
             results = await loop.run_in_executor(self._executor, self._run_batch, requests)
             if len(results) != len(batch):

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 
 from inference_gpu.engine import LoadedModel
-
 from serval.inference.v1 import node_pb2
 from serval_common.manifest import fetch_folder
 from serval_common.settings import Settings

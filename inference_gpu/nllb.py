@@ -9,13 +9,11 @@ translation.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import sentencepiece as spm
@@ -33,19 +31,6 @@ _SEPARATOR_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
 _NO_SPACE_BEFORE = frozenset(",.;:!?)]}%”’»›…")
 _NO_SPACE_AFTER = frozenset("([{“‘«‹¿¡")
 _AMBIGUOUS_QUOTES = frozenset("\"'")
-_MAX_MOVE = 3
-_FOLD = str.maketrans(
-    {
-        **dict.fromkeys("“”„‟«»″〝〞", '"'),
-        **dict.fromkeys("‘’‚‛´`ʼ′", "'"),
-        **dict.fromkeys("‐‑‒–—―", "-"),
-        "…": ".",
-        "\u00a0": " ",
-        "\t": " ",
-        "\r": " ",
-        "\n": " ",
-    }
-)
 
 
 def _moses() -> MosesPunctNormalizer:
@@ -131,39 +116,48 @@ def detokenize(tokens: list[str]) -> str:
     return "".join(parts)
 
 
-def _offset_map(original: str, normalized: str) -> list[int]:
-    """For each character of `normalized`, the index of the character of `original` it came
-    from, or -1 for characters the normalizer inserted."""
-    if original == normalized:
-        return list(range(len(normalized)))
-    folded_original, folded_normalized = original.translate(_FOLD), normalized.translate(_FOLD)
-    mapping = [-1] * len(normalized)
-    unmatched: list[int] = []
-    matcher = difflib.SequenceMatcher(None, folded_original, folded_normalized, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            mapping[j1:j2] = range(i1, i2)
-        elif tag == "replace":
-            unused = list(range(i1, i2))
-            for k, j in enumerate(range(j1, j2)):
-                same = [i for i in unused if folded_original[i] == folded_normalized[j]]
-                mapping[j] = same[0] if same else i1 + k * (i2 - i1) // (j2 - j1)
-                if same:
-                    unused.remove(same[0])
-            unmatched.extend(unused)
-        elif tag == "delete":
-            unmatched.extend(range(i1, i2))
-    for j, char in enumerate(folded_normalized):
-        if mapping[j] >= 0 or char == " ":
-            continue
-        near = mapping[j - 1] if j > 0 else 0
-        moved = [i for i in unmatched if folded_original[i] == char and abs(i - near) <= _MAX_MOVE]
-        if moved:
-            mapping[j] = moved[0]
-            unmatched.remove(moved[0])
-        elif j > 0:
-            mapping[j] = mapping[j - 1]
-    return mapping
+def normalize_with_origins(text: str) -> tuple[str, list[int]]:
+    """`normalize_punctuation(text)`, and for each of its characters the index in `text` of the
+    character it came from. Moses' rules are applied one by one while the origins are carried
+    along: a replaced character keeps the origin of the same character in the match (so moving a
+    comma inside a quote keeps both origins), else of the character it replaces."""
+    origins = list(range(len(text)))
+    for pattern, replacement in _MOSES.substitutions:
+        parts: list[str] = []
+        moved: list[int] = []
+        last = 0
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            new = match.expand(replacement) if "\\" in replacement else replacement
+            if new == match.group():
+                continue
+            parts += (text[last:start], new)
+            moved += origins[last:start]
+            moved += _replacement_origins(text[start:end], origins[start:end], new)
+            last = end
+        if parts:
+            parts.append(text[last:])
+            moved += origins[last:]
+            text, origins = "".join(parts), moved
+    lead = len(text) - len(text.lstrip())
+    stripped = text.strip()
+    return stripped, origins[lead : lead + len(stripped)]
+
+
+def _replacement_origins(matched: str, origins: list[int], new: str) -> list[int]:
+    unused = list(range(len(matched)))
+    visible = next((k for k, char in enumerate(matched) if not char.isspace()), 0)
+    result: list[int] = []
+    for k, char in enumerate(new):
+        same = next((j for j in unused if matched[j] == char), None)
+        if same is not None:
+            unused.remove(same)
+            result.append(origins[same])
+        elif len(new) == len(matched):
+            result.append(origins[k])
+        else:
+            result.append(origins[visible])
+    return result
 
 
 @dataclass(frozen=True)
@@ -195,29 +189,22 @@ class DecodedTarget:
 class NllbTokenizer:
     def __init__(self, processor: spm.SentencePieceProcessor, vocabulary: list[str] | None = None) -> None:
         self._sp = processor
-        self._vocabulary = vocabulary
+        self.pieces = frozenset(
+            processor.id_to_piece(i)
+            for i in range(processor.get_piece_size())
+            if not (processor.is_control(i) or processor.is_unknown(i) or processor.is_unused(i))
+        )
+        """The SentencePiece pieces that carry text."""
+        self.language_codes = (
+            None if vocabulary is None else frozenset(vocabulary) - self.pieces - SPECIAL_TOKENS
+        )
+        """The language codes the model knows; None when its folder has no vocabulary file."""
 
     @classmethod
     def from_folder(cls, folder: Path) -> NllbTokenizer:
         """Load `sentencepiece.bpe.model` and, where the folder has one, the CTranslate2 vocabulary."""
         processor = spm.SentencePieceProcessor(model_file=str(folder / SP_MODEL))
         return cls(processor, _read_vocabulary(folder))
-
-    @cached_property
-    def pieces(self) -> frozenset[str]:
-        sp = self._sp
-        return frozenset(
-            sp.id_to_piece(i)
-            for i in range(sp.get_piece_size())
-            if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i))
-        )
-
-    @cached_property
-    def language_codes(self) -> frozenset[str] | None:
-        """The language codes the model knows; None when the folder has no vocabulary file."""
-        if self._vocabulary is None:
-            return None
-        return frozenset(self._vocabulary) - self.pieces - SPECIAL_TOKENS
 
     def check_language(self, code: str) -> None:
         codes = self.language_codes
@@ -230,12 +217,11 @@ class NllbTokenizer:
         if not spans:
             raise ValueError("the segment is empty")
         self.check_language(source_code)
-        normalized = normalize_punctuation(segment)
+        normalized, to_original = normalize_with_origins(segment)
         proto = sentencepiece_pb2.SentencePieceText.FromString(  # type: ignore[attr-defined]
             self._sp.encode(normalized, out_type="serialized_proto")
         )
         char_of_byte = _char_index_of_bytes(normalized)
-        to_original = _offset_map(segment, normalized)
         starts = [start for start, _ in spans]
         owners: list[int | None] = []
         for piece in proto.pieces:
@@ -305,8 +291,6 @@ def _owner(
         if normalized[position].isspace():
             continue
         original = to_original[position]
-        if original < 0:
-            continue
         word = bisect_right(starts, original) - 1
         if word >= 0 and original < spans[word][1]:
             return word

@@ -18,8 +18,8 @@ import uuid
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
-from inference_gpu.engine import InputTooLong
 
+from inference_gpu.engine import InputTooLong
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_common.manifest import ManifestError

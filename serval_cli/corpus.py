@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,6 @@ class VersePair:
 
 def demo_pairs() -> list[VersePair]:
     """English–Swahili verse pairs (public domain; see serval_cli/data/NOTICE.md)."""
-    text = resources.files("serval_cli").joinpath("data/eng-swh.tsv").read_text(encoding="utf-8")
+    text = (Path(__file__).parent / "data" / "eng-swh.tsv").read_text(encoding="utf-8")
     rows = (line.split("\t") for line in text.splitlines() if line)
     return [VersePair(ref, source, target) for ref, source, target in rows]

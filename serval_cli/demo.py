@@ -39,7 +39,7 @@ def demo(
     started = time.monotonic()
     running: list[tuple[str, subprocess.Popen[bytes]]] = []
     try:
-        _ensure_base_model(settings, steps, rebuild)
+        ensure_base_model(settings, steps, rebuild)
         _run(settings, running)
     except Exception as exc:
         console.print(f"[bold red]demo failed:[/] {exc}")
@@ -53,7 +53,7 @@ def demo(
     console.print(f"[bold green]demo finished[/] in {time.monotonic() - started:.0f} s")
 
 
-def _ensure_base_model(settings: Settings, steps: int, rebuild: bool) -> None:
+def ensure_base_model(settings: Settings, steps: int, rebuild: bool) -> None:
     from serval_cli.base_models import make_tiny
     from serval_common.store import store_from_settings
 
@@ -89,6 +89,8 @@ def _run(settings: Settings, running: list[tuple[str, subprocess.Popen[bytes]]])
     running.append(
         ("node", processes.start(node_args, logs / "demo-node.log", {"SERVAL_NODE__TOKEN": node_token}))
     )
+    rest.wait_for_node(running[1][1])
+    console.print("inference node demo-node registered")
 
     engine = rest.expect(
         201,

@@ -89,3 +89,15 @@ class RestClient:
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"the API service did not answer within {timeout_s:g} s")
+
+    def wait_for_node(self, process: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+        """Until the API service's health counts a connected inference node."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"the inference node exited with code {process.returncode}")
+            code, payload = self.call("GET", "/api/v1/status/health", timeout_s=5)
+            if code == 200 and payload.get("results", {}).get("nodes", "0") != "0":
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"no inference node registered within {timeout_s:g} s")

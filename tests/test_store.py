@@ -51,14 +51,14 @@ def test_revision_reusing_base_weights(store: ModelStore, tmp_path: Path) -> Non
 def test_corrupt_file_is_refused_and_named(store: ModelStore, tmp_path: Path) -> None:
     publish_folder(store, "base-models/x", model_folder(tmp_path), Manifest(kind="base-model", name="x"))
     store.write_bytes("base-models/x/sub/vocab.txt", b"tampered\n")
-    with pytest.raises(ManifestError, match="sub/vocab.txt does not match"):
+    with pytest.raises(ManifestError, match=r"sub/vocab\.txt does not match"):
         fetch_folder(store, "base-models/x", tmp_path / "cache")
     assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
 
 
 def test_missing_manifest_is_refused(store: ModelStore, tmp_path: Path) -> None:
     store.upload_file("models/e1/1/model.bin", model_folder(tmp_path) / "model.bin")
-    with pytest.raises(ManifestError, match="no manifest.json under models/e1/1"):
+    with pytest.raises(ManifestError, match=r"no manifest\.json under models/e1/1"):
         read_manifest(store, "models/e1/1")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL
@@ -21,6 +23,22 @@ def convert_to_ctranslate2(hf_dir: Path, out_dir: Path, *, quantization: str | N
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     copy_files = [SENTENCEPIECE_MODEL, *(name for name in TOKENIZER_FILES if (hf_dir / name).is_file())]
     converter = TransformersConverter(str(hf_dir), copy_files=copy_files)
-    # `force` only lets the converter reuse an empty folder: it deletes the folder first.
-    converter.convert(str(out_dir), quantization=quantization, force=out_dir.exists())
+    with without_progress_bars():
+        # `force` only lets the converter reuse an empty folder: it deletes the folder first.
+        converter.convert(str(out_dir), quantization=quantization, force=out_dir.exists())
     return out_dir
+
+
+@contextmanager
+def without_progress_bars() -> Iterator[None]:
+    """transformers draws tqdm bars when it loads or saves weights, which garble a caller's own
+    progress display."""
+    from transformers.utils import logging
+
+    enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            logging.enable_progress_bar()

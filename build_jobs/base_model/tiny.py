@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from build_jobs.base_model.convert import without_progress_bars
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, make_nllb_tokenizer, save_nllb_tokenizer
 from serval_common.languages import NLLB_LANGUAGE_CODE_SET
 
@@ -74,7 +75,8 @@ def make_tiny_model(
             _config(len(tokenizer), d_model=d_model, layers=layers, heads=heads, ffn=ffn)
         )
         _train(model, examples, steps=steps, lr=lr, batch_size=batch_size, seed=seed, progress=progress)
-        model.save_pretrained(str(out_dir))
+        with without_progress_bars():
+            model.save_pretrained(str(out_dir))
     save_nllb_tokenizer(tokenizer, out_dir / SENTENCEPIECE_MODEL, out_dir)
     return out_dir
 

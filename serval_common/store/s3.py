@@ -83,7 +83,9 @@ class S3Store(ModelStore):
         base = self._key(prefix.strip("/")) + "/"
         keys: list[str] = []
         try:
-            for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
+            for page in self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=base
+            ):
                 keys.extend(obj["Key"] for obj in page.get("Contents", []))
         except (ClientError, BotoCoreError) as exc:
             raise self._fail("list", prefix, exc) from exc
