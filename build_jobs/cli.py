@@ -36,19 +36,20 @@ def run(
     ] = None,
 ) -> None:
     """Run one build job and report it to the API service."""
-    from build_jobs.job import JobArgs, run_job
+    from build_jobs.job import run_job
+    from serval_common.jobs import JobSpec
 
     settings = Settings()
     configure_logging(settings)
     token = job_token or os.environ.get("SERVAL_JOB_TOKEN", "")
-    args = JobArgs(
+    args = JobSpec(
         build_id=build_id,
         engine_id=engine_id,
         source_language=source_language,
         target_language=target_language,
         revision=revision,
         train=train,
-        options=options,
+        options_json=options,
         store_url=store_url or settings.resolved_store_url,
         api_address=api_address,
         job_token=token,

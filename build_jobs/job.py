@@ -3,38 +3,24 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from build_jobs.options import BuildOptions
 from build_jobs.publish import publish_inference_only
 from build_jobs.report import PlatformReporter
+from serval_common.jobs import JobSpec
 from serval_common.settings import Settings
 from serval_common.store import store_from_settings
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class JobArgs:
-    build_id: str
-    engine_id: str
-    source_language: str
-    target_language: str
-    revision: int
-    train: bool
-    options: str
-    store_url: str
-    api_address: str
-    job_token: str
-
-
-def run_job(args: JobArgs, settings: Settings) -> int:
+def run_job(args: JobSpec, settings: Settings) -> int:
     """Run the build; every failure is reported as BuildFaulted with a message a user can act on."""
     reporter = PlatformReporter(args.api_address, args.build_id, args.job_token)
     extra = {"build_id": args.build_id, "engine_id": args.engine_id}
     try:
         reporter.started()
-        options = BuildOptions.parse(args.options)
+        options = BuildOptions.parse(args.options_json)
         if args.train:
             raise NotImplementedError(
                 "training builds are not available yet; start a build with empty trainOn"

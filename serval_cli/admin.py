@@ -35,6 +35,7 @@ DatabaseUrl = Annotated[str | None, typer.Option(help="SQLAlchemy URL; default S
 
 def with_db(home: Path | None, database_url: str | None, work: Callable[[Any], Awaitable[T]]) -> T:
     from serval_api.db.database import Database
+    from serval_api.errors import ServalError
 
     async def run() -> T:
         db = Database(load_settings(home=home, database_url=database_url).resolved_database_url)
@@ -44,7 +45,11 @@ def with_db(home: Path | None, database_url: str | None, work: Callable[[Any], A
         finally:
             await db.close()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except ServalError as exc:
+        console.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(1) from None
 
 
 def table(*columns: str) -> Table:

@@ -31,6 +31,10 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, tim
 
 def verse_pairs(source: str, target: str, limit: int) -> tuple[list[str], list[str]]:
     """Line-aligned verses present in both texts (blank and merged `<range>` lines skipped)."""
+    if not EBIBLE.is_dir():
+        raise FileNotFoundError(
+            f"the shared corpus is missing: expected {EBIBLE} (../shared beside the checkout)"
+        )
     src_lines = (EBIBLE / f"{source}.txt").read_text(encoding="utf-8").splitlines()
     tgt_lines = (EBIBLE / f"{target}.txt").read_text(encoding="utf-8").splitlines()
     pairs = [
