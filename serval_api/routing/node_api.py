@@ -106,11 +106,16 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             reason = f"nothing heard for {self.settings.api.node_timeout_s:g} s"
         finally:
             writer.cancel()
-            await self.registry.remove(session, reason)
-            if self.records is not None:
-                await self.records.closed(session)
+            # The node usually hangs up right after Goodbye, which cancels this handler: the
+            # bookkeeping must finish anyway.
+            await asyncio.shield(self._forget(session, reason))
         if silent:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"node session closed: {reason}")
+
+    async def _forget(self, session: NodeSession, reason: str) -> None:
+        await self.registry.remove(session, reason)
+        if self.records is not None:
+            await self.records.closed(session)
 
     async def _read_loop(self, session: NodeSession, context: grpc.aio.ServicerContext) -> str:
         while True:

@@ -3,7 +3,9 @@ store holding the tiny base model, exactly as `serval demo` runs them."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +72,24 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -
             yield Deployment(home, rest, channel, api_key, grpc_port, api, node)
     finally:
         node_code = processes.stop(node)
+        time.sleep(0.5)
+        nodes_after_drain = node_statuses(home)
         api_code = processes.stop(api)
         print((home / "node.log").read_text()[-3000:], (home / "api.log").read_text()[-3000:])
     assert node_code == 0, "the node must drain and exit 0 on SIGTERM"
+    assert nodes_after_drain == {"e2e-node": "gone"}, "a node that said goodbye is recorded as gone"
     assert api_code == 0
+
+
+def node_statuses(home: Path) -> dict[str, str]:
+    from serval_api.db.database import Database
+    from serval_api.db.nodes import list_nodes
+
+    async def read() -> dict[str, str]:
+        db = Database(Settings(home=home).resolved_database_url)
+        try:
+            return {n.id: n.status for n in await list_nodes(db)}
+        finally:
+            await db.close()
+
+    return asyncio.run(read())
