@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint protos bench clean
+.PHONY: demo test lint protos migration bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,10 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(BIN)/serval demo
 
+# The whole suite twice: on SQLite, then on a private throwaway PostgreSQL cluster (scripts/postgres.sh).
 test: lint
 	$(BIN)/python -m pytest -q
+	scripts/postgres.sh run $(BIN)/python -m pytest -q
 
 lint: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py --check
@@ -27,6 +29,10 @@ lint: $(VENV)/.installed
 
 protos: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py
+
+# Pre-release only: rebuild serval_api/db/migrations/versions/0001_initial.py from the models.
+migration: $(VENV)/.installed
+	$(BIN)/python -m serval_api.db.migrations.regenerate
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/translate_path.py

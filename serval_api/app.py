@@ -14,15 +14,18 @@ import grpc
 import uvicorn
 from grpc_reflection.v1alpha import reflection
 
+from serval.admin.v1 import admin_pb2_grpc
 from serval.inference.v1 import node_pb2_grpc
 from serval.translation.v1 import engine_pb2_grpc, platform_pb2_grpc
 from serval_api.builds.launcher import JobLauncher
 from serval_api.builds.local import LocalJobLauncher
 from serval_api.db.database import Database
 from serval_api.db.nodes import DatabaseNodeRecords, mark_all_nodes_gone
+from serval_api.grpc.admin_api import AdminApi
 from serval_api.grpc.engine_api import TranslationEngineApi
 from serval_api.grpc.health import SERVICE_NAMES, add_health_services
 from serval_api.grpc.platform_api import TranslationPlatformApi
+from serval_api.metrics import ApiMetrics, GrpcMetricsInterceptor
 from serval_api.rest.app import create_app
 from serval_api.routing.dispatcher import Dispatcher
 from serval_api.routing.node_api import NodeApiServicer
@@ -65,21 +68,28 @@ class ApiService:
         self._rest: uvicorn.Server | None = None
         self._rest_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self.metrics = ApiMetrics()
 
     async def start(self) -> None:
         rest_socket = _bind(self.settings.api.host, self.settings.api.rest_port)
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=[GrpcMetricsInterceptor(self.metrics)])
         grpc_port = server.add_insecure_port(f"{self.settings.api.host}:{self.settings.api.grpc_port}")
         rest_port = rest_socket.getsockname()[1]
         settings = self.settings = _with_ports(self.settings, grpc_port=grpc_port, rest_port=rest_port)
         self.grpc_port, self.rest_port = grpc_port, rest_port
 
         db = Database(settings.resolved_database_url)
-        await db.create_all()
+        await db.migrate()
         await mark_all_nodes_gone(db)
         registry = NodeRegistry()
         dispatcher = Dispatcher(registry, settings)
         launcher = self._launcher or LocalJobLauncher(settings)
+        self.metrics.bind(
+            db,
+            connected_nodes=lambda: len(registry.sessions()),
+            dispatch_queue_size=dispatcher.queue_size,
+            build_job_queue_depth=launcher.queue_depth,
+        )
         services = Services(
             settings=settings,
             db=db,
@@ -99,6 +109,7 @@ class ApiService:
             return await verify_node_token(db, token)
 
         engine_pb2_grpc.add_TranslationEngineApiServicer_to_server(TranslationEngineApi(services), server)
+        admin_pb2_grpc.add_AdminApiServicer_to_server(AdminApi(services), server)
         platform_pb2_grpc.add_TranslationPlatformApiServicer_to_server(
             TranslationPlatformApi(services), server
         )
@@ -107,13 +118,21 @@ class ApiService:
         )
         self._health = await add_health_services(server, services)
         reflection.enable_server_reflection(
-            (*SERVICE_NAMES, "serval.health.v1.HealthApi", "grpc.health.v1.Health", reflection.SERVICE_NAME),
+            (
+                *SERVICE_NAMES,
+                "serval.admin.v1.AdminApi",
+                "serval.health.v1.HealthApi",
+                "grpc.health.v1.Health",
+                reflection.SERVICE_NAME,
+            ),
             server,
         )
         await server.start()
         self._grpc = server
 
-        config = uvicorn.Config(create_app(services), log_config=None, lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            create_app(services, self.metrics), log_config=None, lifespan="off", access_log=False
+        )
         rest = _RestServer(config)
         self._rest = rest
         self._rest_task = asyncio.create_task(rest.serve(sockets=[rest_socket]), name="rest-server")

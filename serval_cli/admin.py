@@ -40,7 +40,7 @@ def with_db(home: Path | None, database_url: str | None, work: Callable[[Any], A
     async def run() -> T:
         db = Database(load_settings(home=home, database_url=database_url).resolved_database_url)
         try:
-            await db.create_all()
+            await db.migrate()
             return await work(db)
         finally:
             await db.close()
@@ -60,19 +60,15 @@ def table(*columns: str) -> Table:
 @api_keys.command("create")
 def api_key_create(
     owner: Annotated[str, typer.Option(help="the identity that owns what this key creates")],
-    scope: Annotated[
-        list[str] | None, typer.Option(help="a scope (repeat); default: all engine scopes")
-    ] = None,
+    scope: Annotated[list[str] | None, typer.Option(help="a scope (repeat); default: all scopes")] = None,
     home: Home = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Create an API key and print it (once)."""
-    from serval_api.auth import ALL_ENGINE_SCOPES
+    from serval_api.auth import ALL_SCOPES
     from serval_api.service.keys import create_api_key
 
-    record, plaintext = with_db(
-        home, database_url, lambda db: create_api_key(db, owner, scope or ALL_ENGINE_SCOPES)
-    )
+    record, plaintext = with_db(home, database_url, lambda db: create_api_key(db, owner, scope or ALL_SCOPES))
     console.print(f"API key {record.id} for {owner} ({', '.join(record.scopes)}); it is not shown again:")
     typer.echo(plaintext)
 

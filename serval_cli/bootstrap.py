@@ -9,15 +9,15 @@ from serval_common.settings import Settings
 
 def create_credentials(settings: Settings, owner: str) -> tuple[str, str]:
     """An API key with every engine scope for `owner`, and a node token. Both shown only here."""
-    from serval_api.auth import ALL_ENGINE_SCOPES
+    from serval_api.auth import ALL_SCOPES
     from serval_api.db.database import Database
     from serval_api.service.keys import create_api_key, create_node_token
 
     async def create() -> tuple[str, str]:
         db = Database(settings.resolved_database_url)
         try:
-            await db.create_all()
-            _, api_key = await create_api_key(db, owner, ALL_ENGINE_SCOPES)
+            await db.migrate()
+            _, api_key = await create_api_key(db, owner, ALL_SCOPES)
             _, node_token = await create_node_token(db, owner)
             return api_key, node_token
         finally:

@@ -38,6 +38,17 @@ class ApiSettings(BaseModel):
     max_segment_chars: int = 2000
     max_n_best: int = 20
     max_queued_requests: int = 1000
+    metrics_enabled: bool = Field(
+        default=True,
+        description="Serve Prometheus metrics, unauthenticated, at `GET /metrics` on the REST port.",
+    )
+    download_secret: str | None = Field(
+        default=None,
+        description="HMAC key signing model download URLs; random per process when unset, so "
+        "replicas behind one load balancer need a shared value.",
+    )
+    download_url_ttl_s: float = Field(default=3600.0, description="How long a model download URL works.")
+    max_upload_bytes: int = Field(default=100 << 20, description="The largest data file a client may upload.")
 
 
 class NodeSettings(BaseModel):
@@ -64,6 +75,15 @@ class JobSettings(BaseModel):
     default_base_model: str = "tiny-nllb"
 
 
+class AuthSettings(BaseModel):
+    jwt_secret: str | None = Field(default=None, description="HS256 shared secret for bearer JWTs.")
+    jwks_url: str | None = Field(default=None, description="JWKS URL whose keys verify RS256 bearer JWTs.")
+    jwt_audience: str | None = Field(default=None, description="Required `aud` claim, when set.")
+    jwt_issuer: str | None = Field(default=None, description="Required `iss` claim, when set.")
+    jwks_cache_s: int = Field(default=300, description="How long fetched JWKS keys are reused.")
+    jwt_leeway_s: float = Field(default=0.0, description="Clock skew tolerated on `exp`/`nbf`/`iat`.")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SERVAL_", env_nested_delimiter="__", extra="ignore")
 
@@ -75,6 +95,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     node: NodeSettings = Field(default_factory=NodeSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @cached_property
     def resolved_database_url(self) -> str:

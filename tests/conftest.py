@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, verse_pairs, wait_for_port
+from tests.helpers import free_port, fresh_database, verse_pairs, wait_for_port
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +24,13 @@ def tiny_ct2_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_base_model(
         tmp_path_factory.mktemp("tiny"), sources, targets, "eng_Latn", "swh_Latn", steps=120
     )
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    """An empty database for this test alone, on SQLite or on SERVAL_TEST_DATABASE_URL's server."""
+    with fresh_database(tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,23 @@
-"""Small utilities the tests share: free loopback ports, waiting for servers, the shared corpus."""
+"""Small utilities the tests share: free loopback ports, waiting for servers, the shared corpus,
+a fresh database per test."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import socket
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parents[1]
 EBIBLE = REPO.parent / "shared" / "data" / "ebible-nt"
+TEST_DATABASE_URL = "SERVAL_TEST_DATABASE_URL"
 
 
 def free_port() -> int:
@@ -44,3 +53,37 @@ def verse_pairs(source: str, target: str, limit: int) -> tuple[list[str], list[s
     ]
     pairs = pairs[:limit]
     return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+@contextlib.contextmanager
+def fresh_database(sqlite_dir: Path) -> Iterator[str]:
+    """The URL of an empty database of one's own: a SQLite file in `sqlite_dir`, or, when
+    SERVAL_TEST_DATABASE_URL names a PostgreSQL server's maintenance database (`make test` sets it),
+    a new uniquely named database there, dropped afterwards."""
+    server = os.environ.get(TEST_DATABASE_URL)
+    if not server:
+        yield f"sqlite:///{(sqlite_dir / 'serval.db').resolve()}"
+        return
+    if make_url(server).get_backend_name() != "postgresql":
+        raise ValueError(f"{TEST_DATABASE_URL} must be a postgresql:// URL, not {server!r}")
+    name = f"serval_test_{uuid.uuid4().hex[:16]}"
+    _postgres_execute(server, f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        _postgres_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _postgres_execute(server: str, sql: str) -> None:
+    import asyncpg
+
+    dsn = make_url(server).set(drivername="postgresql").render_as_string(hide_password=False)
+
+    async def execute() -> None:
+        connection = await asyncpg.connect(dsn)
+        try:
+            await connection.execute(sql)
+        finally:
+            await connection.close()
+
+    asyncio.run(execute())

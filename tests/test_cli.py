@@ -37,8 +37,8 @@ def test_help(command: list[str]) -> None:
     assert "Usage:" in result.output
 
 
-def test_api_keys_on_a_fresh_database(tmp_path: Path) -> None:
-    home = ["--home", str(tmp_path)]
+def test_api_keys_on_a_fresh_database(tmp_path: Path, database_url: str) -> None:
+    home = ["--home", str(tmp_path), "--database-url", database_url]
     created = runner.invoke(app, ["admin", "api-key", "create", "--owner", "alice", *home])
     assert created.exit_code == 0, created.output
     key = created.output.strip().splitlines()[-1]
@@ -57,8 +57,8 @@ def test_api_keys_on_a_fresh_database(tmp_path: Path) -> None:
     assert len(re.findall(r"\d{4}-\d\d-\d\d", row())) == 2, "the revocation date is listed"
 
 
-def test_node_tokens_on_a_fresh_database(tmp_path: Path) -> None:
-    home = ["--home", str(tmp_path)]
+def test_node_tokens_on_a_fresh_database(tmp_path: Path, database_url: str) -> None:
+    home = ["--home", str(tmp_path), "--database-url", database_url]
     created = runner.invoke(app, ["admin", "node-token", "create", "--name", "gpu-pool", *home])
     assert created.exit_code == 0, created.output
     token = created.output.strip().splitlines()[-1]
@@ -67,7 +67,8 @@ def test_node_tokens_on_a_fresh_database(tmp_path: Path) -> None:
     assert runner.invoke(app, ["admin", "nodes", "list", *home]).exit_code == 0
 
 
-def test_revoking_an_unknown_key_fails(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["admin", "api-key", "revoke", "nope", "--home", str(tmp_path)])
+def test_revoking_an_unknown_key_fails(tmp_path: Path, database_url: str) -> None:
+    home = ["--home", str(tmp_path), "--database-url", database_url]
+    result = runner.invoke(app, ["admin", "api-key", "revoke", "nope", *home])
     assert result.exit_code == 1
     assert "API key nope not found" in result.output

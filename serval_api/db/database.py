@@ -7,12 +7,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
-from serval_api.db.models import Base
+from serval_api.db.migrations import upgrade
+from serval_api.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
+
+_MIGRATION_LOCK = 0x5E4FA1
+_DATA_EXCEPTION = "22"  # PostgreSQL's SQLSTATE class for values it refuses, such as text holding NUL
 
 _ASYNC_DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -37,20 +43,29 @@ class Database:
         self.engine = create_async_engine(self.url, echo=echo, connect_args=connect_args)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine.sync_engine, "begin", _sqlite_begin_immediate)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
 
-    async def create_all(self) -> None:
+    async def migrate(self) -> None:
+        """Upgrade the schema to the newest migration; concurrent callers take turns."""
         if self.is_sqlite:
             _ensure_sqlite_dir(self.url)
         async with self.engine.begin() as conn:
-            await conn.run_sync(Base.metadata.create_all)
+            if not self.is_sqlite:
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+            await conn.run_sync(upgrade)
         log.info("database ready", extra={"database": self.engine.url.render_as_string()})
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """A session in one transaction: committed on success, rolled back on error."""
-        async with self._sessions() as session, session.begin():
-            yield session
+        try:
+            async with self._sessions() as session, session.begin():
+                yield session
+        except DBAPIError as e:
+            if str(getattr(e.orig, "sqlstate", "")).startswith(_DATA_EXCEPTION):
+                raise InvalidArgument(f"a value cannot be stored: {e.orig}") from e
+            raise
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -62,6 +77,13 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+    dbapi_conn.isolation_level = None
+
+
+def _sqlite_begin_immediate(conn: Connection) -> None:
+    """Take SQLite's write lock when a transaction starts, not at its first write: a transaction
+    that read a row then can never lose an update to another writer (SQLite has no FOR UPDATE)."""
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _ensure_sqlite_dir(url: str) -> None:

@@ -127,6 +127,8 @@ class Build(Base):
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
     date_started: Mapped[datetime | None] = mapped_column(default=None)
     date_finished: Mapped[datetime | None] = mapped_column(default=None)
+    execution_data: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    phases: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
 
     @property
     def build_state(self) -> BuildState:
@@ -147,3 +149,43 @@ class Node(Base):
     free_slots: Mapped[int] = mapped_column(Integer, default=0)
     first_seen: Mapped[datetime] = mapped_column(default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DataFile(Base):
+    """A client's uploaded file; its contents live in the model store under `files/{id}`."""
+
+    __tablename__ = "data_files"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str | None] = mapped_column(String(500), default=None)
+    format: Mapped[str] = mapped_column(String(16))
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    size: Mapped[int] = mapped_column(Integer, default=0)
+    date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Corpus(Base):
+    """`files` holds `[{fileId, textId}]` in order; textId is resolved when the corpus is written."""
+
+    __tablename__ = "corpora"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    language: Mapped[str] = mapped_column(String(64))
+    revision: Mapped[int] = mapped_column(Integer, default=1)
+    files: Mapped[list[Any]] = mapped_column(JSON)
+    date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ParallelCorpus(Base):
+    __tablename__ = "parallel_corpora"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    engine_id: Mapped[str] = mapped_column(ForeignKey("engines.id", ondelete="CASCADE"), index=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    source_corpus_ids: Mapped[list[Any]] = mapped_column(JSON)
+    target_corpus_ids: Mapped[list[Any]] = mapped_column(JSON)
+    date_created: Mapped[datetime] = mapped_column(default=utcnow)

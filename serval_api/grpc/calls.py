@@ -7,7 +7,7 @@ from typing import TypeVar
 
 import grpc
 
-from serval_api.auth import API_KEY_METADATA, Caller, authenticate
+from serval_api.auth import API_KEY_METADATA, Caller, authenticate, bearer_value
 from serval_api.errors import ServalError
 from serval_api.service import Services
 from serval_api.service.keys import authenticate_api_key
@@ -31,14 +31,13 @@ def metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
 
 
 def bearer_token(context: grpc.aio.ServicerContext) -> str | None:
-    value = metadata_value(context, "authorization")
-    if value is None:
-        return None
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else None
+    return bearer_value(metadata_value(context, "authorization"))
 
 
 async def caller_of(services: Services, context: grpc.aio.ServicerContext) -> Caller:
     return await authenticate(
-        metadata_value(context, API_KEY_METADATA), lambda key: authenticate_api_key(services.db, key)
+        metadata_value(context, API_KEY_METADATA),
+        lambda key: authenticate_api_key(services.db, key),
+        bearer_token(context),
+        services.jwt,
     )

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from google.protobuf import empty_pb2
 from grpc.aio import ServicerContext as Context
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
-from serval_api.errors import InvalidArgument, NotFound
+from serval_api.errors import InvalidArgument, NotFound, ServalError
 from serval_api.grpc.calls import caller_of, run_call
-from serval_api.service import Services, builds, engines, status, translation
+from serval_api.grpc.corpora import parallel_sources
+from serval_api.service import Services, builds, downloads, engines, status, translation
 
 
 class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
@@ -100,7 +102,7 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
                 request.engine_id,
                 build_id=request.build_id or None,
                 options=_options(request.options) if request.HasField("options") else None,
-                train_on=[{"parallelCorpusId": c.id} for c in request.corpora] or None,
+                corpora=parallel_sources(request.corpora) if request.corpora else None,
             )
             return empty_pb2.Empty()
 
@@ -117,6 +119,44 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
             return engine_pb2.CancelBuildResponse(build_id=build.id)
 
         return await run_call(context, call)
+
+    async def GetModelDownloadUrl(
+        self, request: engine_pb2.GetModelDownloadUrlRequest, context: Context
+    ) -> engine_pb2.GetModelDownloadUrlResponse:
+        async def call() -> engine_pb2.GetModelDownloadUrlResponse:
+            caller = await caller_of(self._services, context)
+            url = await downloads.model_download_url(self._services, caller, request.engine_id)
+            response = engine_pb2.GetModelDownloadUrlResponse(url=url.url, model_revision=url.model_revision)
+            response.expires_at.FromDatetime(url.expires_at)
+            return response
+
+        return await run_call(context, call)
+
+    async def WatchBuild(
+        self, request: engine_pb2.WatchBuildRequest, context: Context
+    ) -> AsyncIterator[engine_pb2.BuildUpdate]:
+        try:
+            caller = await caller_of(self._services, context)
+            updates = builds.watch_build(
+                self._services,
+                caller,
+                request.engine_id,
+                request.build_id or None,
+                min_revision=request.min_revision,
+            )
+            async for build, model_revision in updates:
+                yield engine_pb2.BuildUpdate(
+                    build_id=build.id,
+                    revision=build.revision,
+                    state=build.state,
+                    progress=build.progress,
+                    message=build.message,
+                    queue_depth=build.queue_depth or 0,
+                    step=build.step,
+                    engine_model_revision=model_revision,
+                )
+        except ServalError as e:
+            await context.abort(e.grpc_code, e.message)
 
     async def GetQueueSize(
         self, request: engine_pb2.GetQueueSizeRequest, context: Context

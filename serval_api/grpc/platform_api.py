@@ -4,6 +4,8 @@ one-time job token of its build. RPCs not overridden here answer UNIMPLEMENTED."
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC
+from typing import Any
 
 from google.protobuf import empty_pb2
 from grpc.aio import ServicerContext as Context
@@ -18,10 +20,17 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
         self._services = services
 
     async def _for_build(
-        self, context: Context, build_id: str, report: Callable[[], Awaitable[None]]
+        self,
+        context: Context,
+        build_id: str,
+        report: Callable[[], Awaitable[None]],
+        *,
+        engine_id: str | None = None,
     ) -> empty_pb2.Empty:
+        """Authorize the job token for `build_id` (and, when named, that build's engine)."""
+
         async def call() -> empty_pb2.Empty:
-            await platform.authorize_job(self._services, build_id, bearer_token(context))
+            await platform.authorize_job(self._services, build_id, bearer_token(context), engine_id=engine_id)
             await report()
             return empty_pb2.Empty()
 
@@ -47,8 +56,42 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
                 progress=request.progress if request.HasField("progress") else None,
                 message=request.message if request.HasField("message") else None,
                 queue_depth=request.queue_depth if request.HasField("queue_depth") else None,
+                phases=[phase_dict(phase) for phase in request.phases],
             ),
         )
+
+    async def UpdateBuildExecutionData(
+        self, request: platform_pb2.UpdateBuildExecutionDataRequest, context: Context
+    ) -> empty_pb2.Empty:
+        data = execution_data_dict(request.execution_data)
+        return await self._for_build(
+            context,
+            request.build_id,
+            lambda: platform.update_execution_data(self._services, request.build_id, data),
+            engine_id=request.engine_id,
+        )
+
+    async def UpdateTargetQuoteConvention(
+        self, request: platform_pb2.UpdateTargetQuoteConventionRequest, context: Context
+    ) -> empty_pb2.Empty:
+        data = {"targetQuoteConvention": request.target_quote_convention}
+        return await self._for_build(
+            context,
+            request.build_id,
+            lambda: platform.update_execution_data(self._services, request.build_id, data),
+            engine_id=request.engine_id,
+        )
+
+    async def IncrementEngineCorpusSize(
+        self, request: platform_pb2.IncrementEngineCorpusSizeRequest, context: Context
+    ) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            token = bearer_token(context)
+            build_id = await platform.authorize_job_for_engine(self._services, request.engine_id, token)
+            await platform.increment_corpus_size(self._services, build_id, request.count)
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
 
     async def BuildCompleted(
         self, request: platform_pb2.BuildCompletedRequest, context: Context
@@ -86,3 +129,29 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
         return await self._for_build(
             context, request.build_id, lambda: platform.build_restarting(self._services, request.build_id)
         )
+
+
+_STAGES = {platform_pb2.PHASE_STAGE_TRAIN: "Train", platform_pb2.PHASE_STAGE_INFERENCE: "Inference"}
+
+
+def phase_dict(phase: platform_pb2.Phase) -> dict[str, Any]:
+    entry: dict[str, Any] = {"stage": _STAGES.get(phase.stage, "Train")}
+    if phase.HasField("step"):
+        entry["step"] = phase.step
+    if phase.HasField("step_count"):
+        entry["stepCount"] = phase.step_count
+    if phase.HasField("started"):
+        entry["started"] = phase.started.ToDatetime(tzinfo=UTC).isoformat()
+    return entry
+
+
+def execution_data_dict(data: platform_pb2.ExecutionData) -> dict[str, Any]:
+    return {
+        "trainCount": data.train_count,
+        "pretranslateCount": data.pretranslate_count,
+        "warnings": list(data.warnings),
+        "engineSourceLanguageTag": data.engine_source_language_tag,
+        "engineTargetLanguageTag": data.engine_target_language_tag,
+        "resolvedSourceLanguage": data.resolved_source_language,
+        "resolvedTargetLanguage": data.resolved_target_language,
+    }

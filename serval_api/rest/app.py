@@ -7,15 +7,34 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from serval_api.errors import ServalError
-from serval_api.rest import builds, engines, status, translation
+from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
+from serval_api.rest import (
+    admin,
+    builds,
+    corpora,
+    downloads,
+    engines,
+    files,
+    metrics,
+    openapi,
+    parallel_corpora,
+    status,
+    translation,
+)
 from serval_api.service import Services
 
 
-def create_app(services: Services) -> FastAPI:
+def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> FastAPI:
     app = FastAPI(title="Serval Live", version="1")
     app.state.services = services
-    for module in (engines, builds, translation, status):
+    for module in (engines, builds, translation, status, admin, downloads, files, corpora, parallel_corpora):
         app.include_router(module.router)
+    if api_metrics is not None:
+        app.state.metrics = api_metrics
+        app.add_middleware(RestMetricsMiddleware, metrics=api_metrics)
+        if services.settings.api.metrics_enabled:
+            app.include_router(metrics.router)
+    openapi.install(app)
     app.add_exception_handler(ServalError, _serval_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     return app

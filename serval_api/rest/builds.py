@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from serval_api.rest.deps import CallerDep, ServicesDep
+from serval_api.rest.openapi import errors
 from serval_api.rest.protocol import TranslationBuild, TranslationBuildConfig, build_dto
 from serval_api.service import builds
 
@@ -24,6 +25,7 @@ async def list_builds(engine_id: str, services: ServicesDep, caller: CallerDep) 
     status_code=status.HTTP_201_CREATED,
     response_model=TranslationBuild,
     response_model_exclude_none=True,
+    responses=errors(409),
 )
 async def start_build(
     engine_id: str,
@@ -49,7 +51,12 @@ async def start_build(
     return dto
 
 
-@router.get("/builds/{build_id}", response_model=TranslationBuild, response_model_exclude_none=True)
+@router.get(
+    "/builds/{build_id}",
+    response_model=TranslationBuild,
+    response_model_exclude_none=True,
+    responses=errors(408),
+)
 async def get_build(
     engine_id: str, build_id: str, services: ServicesDep, caller: CallerDep, min_revision: MinRevision = None
 ) -> TranslationBuild:
@@ -61,7 +68,7 @@ async def get_build(
     "/current-build",
     response_model=TranslationBuild,
     response_model_exclude_none=True,
-    responses={204: {"description": "No build is pending or running"}},
+    responses={204: {"description": "No build is pending or running"}, **errors(408)},
 )
 async def current_build(
     engine_id: str, services: ServicesDep, caller: CallerDep, min_revision: MinRevision = None

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from serval_api.auth import Caller, authenticate
+from serval_api.auth import Caller, authenticate, bearer_value
 from serval_api.service import Services
 from serval_api.service.keys import authenticate_api_key
 
@@ -19,8 +19,14 @@ def get_services(request: Request) -> Services:
 async def get_caller(
     services: Annotated[Services, Depends(get_services)],
     x_api_key: Annotated[str | None, Header(alias="X-API-Key")] = None,
+    authorization: Annotated[str | None, Header(alias="Authorization")] = None,
 ) -> Caller:
-    return await authenticate(x_api_key, lambda key: authenticate_api_key(services.db, key))
+    return await authenticate(
+        x_api_key,
+        lambda key: authenticate_api_key(services.db, key),
+        bearer_value(authorization),
+        services.jwt,
+    )
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from serval_api.rest.deps import CallerDep, ServicesDep
+from serval_api.rest.openapi import errors
 from serval_api.rest.protocol import (
     TranslationEngine,
     TranslationEngineConfig,
@@ -25,6 +26,7 @@ async def list_engines(services: ServicesDep, caller: CallerDep) -> list[Transla
     status_code=status.HTTP_201_CREATED,
     response_model=TranslationEngine,
     response_model_exclude_none=True,
+    responses=errors(405, 409),
 )
 async def create_engine(
     config: TranslationEngineConfig, services: ServicesDep, caller: CallerDep, response: Response

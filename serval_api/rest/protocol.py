@@ -62,6 +62,13 @@ class TranslationBuildConfig(Model):
     options: dict[str, Any] | None = None
 
 
+class Phase(Model):
+    stage: str
+    step: int | None = None
+    step_count: int | None = None
+    started: datetime | None = None
+
+
 class TranslationBuild(Model):
     id: str
     url: str
@@ -79,6 +86,8 @@ class TranslationBuild(Model):
     date_started: datetime | None = None
     date_finished: datetime | None = None
     options: dict[str, Any] | None = None
+    execution_data: dict[str, Any] | None = None
+    phases: list[Phase] | None = None
 
 
 class AlignedWordPair(Model):
@@ -118,6 +127,12 @@ class LanguageInfo(Model):
 class Queue(Model):
     size: int
     engine_type: str
+
+
+class ModelDownloadUrl(Model):
+    url: str
+    model_revision: int
+    expires_at: datetime
 
 
 class HealthReport(Model):
@@ -169,6 +184,8 @@ def build_dto(base_url: str, build: Build) -> TranslationBuild:
         date_started=build.date_started,
         date_finished=build.date_finished,
         options=build.options,
+        execution_data=build.execution_data,
+        phases=[Phase.model_validate(p) for p in build.phases] if build.phases else None,
     )
 
 

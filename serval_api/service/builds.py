@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import select
@@ -16,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
-from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
+from serval_api.errors import Conflict, NotFound, Timeout
+from serval_api.service import corpus_export
 from serval_api.service.changes import build_key, engine_key
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
@@ -39,19 +41,19 @@ async def start_build(
     pretranslate: list[dict[str, Any]] | None = None,
     options: dict[str, Any] | None = None,
     build_id: str | None = None,
+    corpora: list[corpus_export.ParallelSource] | None = None,
 ) -> Build:
-    """Omitted and empty `train_on` both mean an inference-only build: no parallel corpora exist yet."""
+    """Omitted `train_on` trains on all the engine's parallel corpora (none: inference-only); empty
+    `train_on` is an inference-only build. `corpora` (gRPC) carries the corpora in the request."""
     caller.require(UPDATE_ENGINES)
-    if train_on:
-        ids = ", ".join(str(c.get("parallelCorpusId")) for c in train_on)
-        raise InvalidArgument(f"trainOn: unknown parallel corpus {ids}")
-    if pretranslate:
-        raise InvalidArgument("pretranslate: unknown parallel corpus")
+    plan = await corpus_export.plan_build(
+        services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, corpora=corpora
+    )
     token = secrets.token_urlsafe(32)
     now = utcnow()
     try:
         async with services.db.session() as s:
-            engine = await owned_engine(s, caller, engine_id)
+            engine = await owned_engine(s, caller, engine_id, lock=True)
             if await _running_build(s, engine_id) is not None:
                 raise Conflict(f"engine {engine_id} already has a build pending or running")
             if build_id is not None and await s.get(Build, build_id) is not None:
@@ -70,6 +72,7 @@ async def start_build(
                 target_model_revision=engine.model_revision + 1,
                 job_token_hash=hash_secret(token),
                 date_created=now,
+                execution_data=plan.execution_data(engine),
             )
             if engine.type == EngineType.ECHO:
                 build.state = BuildState.COMPLETED.value
@@ -86,7 +89,7 @@ async def start_build(
                 source_language=engine.source_code,
                 target_language=engine.target_code,
                 revision=build.target_model_revision,
-                train=False,
+                train=plan.train,
                 options_json=json.dumps(options) if options else "{}",
                 store_url=services.settings.resolved_store_url,
                 api_address=services.settings.api_grpc_address,
@@ -101,6 +104,7 @@ async def start_build(
         return build
     log.info("build created", extra=extra)
     try:
+        await corpus_export.write_build_files(services, build.id, plan)
         await services.launcher.launch(spec)
     except Exception as e:
         log.exception("build job launch failed", extra=extra)
@@ -164,8 +168,8 @@ async def current_build(
 async def cancel_current_build(services: Services, caller: Caller, engine_id: str) -> Build | None:
     caller.require(UPDATE_ENGINES)
     async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id)
-        build = await _running_build(s, engine_id)
+        engine = await owned_engine(s, caller, engine_id, lock=True)
+        build = await _running_build(s, engine_id, lock=True)
         if build is None:
             return None
         build.state = BuildState.CANCELED.value
@@ -184,7 +188,10 @@ async def apply_job_change(
     """Apply a change a build job reported; returns None (and changes nothing) once the build
     has finished, so a late or repeated report cannot resurrect it."""
     async with services.db.session() as s:
-        build = await s.get(Build, build_id)
+        # Engine before build: the order every writer locks in, so two writers never deadlock.
+        engine_id = await s.scalar(select(Build.engine_id).where(Build.id == build_id))
+        engine = None if engine_id is None else await s.get(Engine, engine_id, with_for_update=True)
+        build = await s.get(Build, build_id, with_for_update=True)
         if build is None:
             raise NotFound(f"build {build_id} not found")
         if not build.build_state.is_running:
@@ -193,7 +200,6 @@ async def apply_job_change(
                 extra={"build_id": build_id, "engine_id": build.engine_id, "state": build.state},
             )
             return None
-        engine = await s.get(Engine, build.engine_id)
         if engine is None:
             raise NotFound(f"engine {build.engine_id} not found")
         change(build, engine)
@@ -212,9 +218,9 @@ async def _fault(services: Services, build_id: str, message: str) -> Build | Non
     return await apply_job_change(services, build_id, fault)
 
 
-async def _running_build(s: AsyncSession, engine_id: str) -> Build | None:
+async def _running_build(s: AsyncSession, engine_id: str, *, lock: bool = False) -> Build | None:
     query = select(Build).where(Build.engine_id == engine_id, Build.state.in_(_RUNNING_STATES))
-    return (await s.scalars(query)).first()
+    return (await s.scalars(query.with_for_update() if lock else query)).first()
 
 
 async def _wait_until(
@@ -234,3 +240,29 @@ async def _wait_until(
             await asyncio.wait_for(changed.wait(), remaining)
         except TimeoutError:
             raise Timeout("the awaited revision was not reached in time; poll again") from None
+
+
+async def watch_build(
+    services: Services, caller: Caller, engine_id: str, build_id: str | None = None, *, min_revision: int = 0
+) -> AsyncIterator[tuple[Build, int]]:
+    """Yield `(build, engine model revision)` once per build revision ≥ `min_revision`, ending
+    after the build reaches a final state. No `build_id` follows the engine's current build."""
+    caller.require(READ_ENGINES)
+    followed = build_id
+    last_sent: int | None = None
+    while True:
+        changed = services.changes.event(engine_key(engine_id) if followed is None else build_key(followed))
+        async with services.db.session() as s:
+            engine = await owned_engine(s, caller, engine_id)
+            build = await (_running_build(s, engine_id) if followed is None else s.get(Build, followed))
+        if build is None or build.engine_id != engine_id:
+            what = f"build {followed}" if followed else f"a build pending or running on engine {engine_id}"
+            raise NotFound(f"{what} not found")
+        followed = build.id
+        if build.revision >= min_revision and build.revision != last_sent:
+            last_sent = build.revision
+            yield build, engine.model_revision
+        if not build.build_state.is_running:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), services.long_poll_max_s)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from serval.translation.v1 import engine_pb2
 from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
+from serval_api.jwt_verifier import JwtVerifier
 from serval_api.routing.work import TranslateWork
 from serval_api.service.changes import ChangeNotifier
 from serval_common.settings import Settings
@@ -31,3 +33,7 @@ class Services:
     dispatcher: TranslationDispatcher
     changes: ChangeNotifier = field(default_factory=lambda: ChangeNotifier())
     long_poll_max_s: float = LONG_POLL_MAX_S
+
+    @cached_property
+    def jwt(self) -> JwtVerifier:
+        return JwtVerifier(self.settings.auth)

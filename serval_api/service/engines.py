@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_ENGINES, DELETE_ENGINES, READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
-from serval_api.errors import Conflict, InvalidArgument, NotFound
+from serval_api.errors import Conflict, InvalidArgument, NotFound, NotSupported
 from serval_api.service.context import Services
 from serval_api.service.keys import new_id
 from serval_common.languages import LanguageInfo, resolve_language
@@ -17,13 +17,22 @@ from serval_common.languages import LanguageInfo, resolve_language
 log = logging.getLogger(__name__)
 
 
+_SERVAL_TYPES_NOT_SERVED = {"smttransfer": "smt-transfer", "statistical": "statistical"}
+
+
 def parse_engine_type(value: str) -> EngineType:
-    """Accepts REST's kebab-case and gRPC's PascalCase alike."""
-    try:
-        return EngineType(value.strip().lower())
-    except ValueError:
-        allowed = ", ".join(t.value for t in EngineType)
-        raise InvalidArgument(f"unsupported engine type {value!r}; expected one of: {allowed}") from None
+    """Accepts REST's kebab-case and gRPC's PascalCase alike. Serval's other engine types are
+    known but not served here (405); anything else is not an engine type (400)."""
+    key = value.strip().lower().replace("-", "").replace("_", "")
+    for engine_type in EngineType:
+        if engine_type.value.replace("-", "") == key:
+            return engine_type
+    allowed = ", ".join(t.value for t in EngineType)
+    if key in _SERVAL_TYPES_NOT_SERVED:
+        raise NotSupported(
+            f"engine type {_SERVAL_TYPES_NOT_SERVED[key]!r} is not served here; use one of: {allowed}"
+        )
+    raise InvalidArgument(f"unsupported engine type {value!r}; expected one of: {allowed}")
 
 
 def language(field_name: str, tag: str) -> LanguageInfo:
@@ -72,9 +81,10 @@ async def create_engine(
     return engine
 
 
-async def owned_engine(s: AsyncSession, caller: Caller, engine_id: str) -> Engine:
-    """Another owner's engine answers 404, so ids don't leak."""
-    engine = await s.get(Engine, engine_id)
+async def owned_engine(s: AsyncSession, caller: Caller, engine_id: str, *, lock: bool = False) -> Engine:
+    """Another owner's engine answers 404, so ids don't leak. `lock` holds the engine's row until the
+    transaction ends; whatever changes an engine or its builds locks the engine first."""
+    engine = await s.get(Engine, engine_id, with_for_update=True if lock else None)
     if engine is None or engine.owner != caller.owner:
         raise NotFound(f"engine {engine_id} not found")
     return engine
@@ -106,7 +116,7 @@ async def update_engine_languages(
     source = language("sourceLanguage", source_language) if source_language is not None else None
     target = language("targetLanguage", target_language) if target_language is not None else None
     async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id)
+        engine = await owned_engine(s, caller, engine_id, lock=True)
         if engine.is_building:
             raise Conflict("cannot change the languages of an engine while it is building")
         if source is not None:
@@ -120,7 +130,7 @@ async def update_engine_languages(
 async def delete_engine(services: Services, caller: Caller, engine_id: str) -> None:
     caller.require(DELETE_ENGINES)
     async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id)
+        engine = await owned_engine(s, caller, engine_id, lock=True)
         running = (
             await s.scalars(
                 select(Build.id).where(

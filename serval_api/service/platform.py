@@ -6,6 +6,9 @@ import contextlib
 import hmac
 import logging
 from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import select
 
 from serval_api.db.models import Build, BuildState, Engine, utcnow
 from serval_api.errors import NotFound, PermissionDenied, Unauthenticated
@@ -16,7 +19,9 @@ from serval_api.service.keys import hash_secret
 log = logging.getLogger(__name__)
 
 
-async def authorize_job(services: Services, build_id: str, token: str | None) -> None:
+async def authorize_job(
+    services: Services, build_id: str, token: str | None, *, engine_id: str | None = None
+) -> None:
     if not token:
         raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
     async with services.db.session() as s:
@@ -25,6 +30,21 @@ async def authorize_job(services: Services, build_id: str, token: str | None) ->
         raise NotFound(f"build {build_id} not found")
     if build.job_token_hash is None or not hmac.compare_digest(build.job_token_hash, hash_secret(token)):
         raise PermissionDenied(f"the job token is not valid for build {build_id}")
+    if engine_id is not None and engine_id != build.engine_id:
+        raise PermissionDenied(f"build {build_id} does not belong to engine {engine_id}")
+
+
+async def authorize_job_for_engine(services: Services, engine_id: str, token: str | None) -> str:
+    """For the platform calls that name only an engine: the running build whose job holds `token`."""
+    if not token:
+        raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
+    async with services.db.session() as s:
+        build = await s.scalar(
+            select(Build).where(Build.engine_id == engine_id, Build.job_token_hash == hash_secret(token))
+        )
+    if build is None:
+        raise PermissionDenied(f"the job token is not valid for engine {engine_id}")
+    return build.id
 
 
 async def build_started(services: Services, build_id: str) -> None:
@@ -43,9 +63,12 @@ async def update_build_status(
     progress: float | None = None,
     message: str | None = None,
     queue_depth: int | None = None,
+    phases: list[dict[str, Any]] | None = None,
 ) -> None:
     def change(build: Build, _engine: Engine) -> None:
         build.step = step
+        if phases:
+            build.phases = phases
         if progress is not None:
             build.progress = min(max(progress, 0.0), 1.0)
         if message is not None:
@@ -66,6 +89,22 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
         engine.confidence = confidence
 
     await _report(services, build_id, "build completed", change)
+
+
+async def update_execution_data(services: Services, build_id: str, data: dict[str, Any]) -> None:
+    """Merge what the job learned (train/pretranslate counts, warnings, resolved languages)."""
+
+    def change(build: Build, _engine: Engine) -> None:
+        build.execution_data = {**(build.execution_data or {}), **data}
+
+    await _report(services, build_id, "build execution data", change, level=logging.DEBUG)
+
+
+async def increment_corpus_size(services: Services, build_id: str, count: int) -> None:
+    def change(_build: Build, engine: Engine) -> None:
+        engine.corpus_size += count
+
+    await _report(services, build_id, "engine corpus size", change, level=logging.DEBUG)
 
 
 async def build_faulted(services: Services, build_id: str, message: str) -> None:

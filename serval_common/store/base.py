@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import tempfile
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -30,6 +32,14 @@ class ModelStore(ABC):
     @abstractmethod
     def download_file(self, key: str, target: Path) -> None:
         """Write the object to `target` (the caller renames it into place)."""
+
+    def iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """Stream the object without holding it in memory (through a temporary file here)."""
+        with tempfile.TemporaryDirectory(prefix="serval-stream-") as folder:
+            target = Path(folder) / "object"
+            self.download_file(key, target)
+            with target.open("rb") as fh:
+                yield from iter(lambda: fh.read(chunk_size), b"")
 
     @abstractmethod
     def exists(self, key: str) -> bool: ...

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from serval_common.store.base import ModelStore, StoreError
@@ -47,6 +48,14 @@ class LocalStore(ModelStore):
             shutil.copyfile(self._path(key), target)
         except FileNotFoundError as exc:
             raise StoreError(f"{key} is not in the model store {self.url}") from exc
+
+    def iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        try:
+            fh = self._path(key).open("rb")
+        except FileNotFoundError as exc:
+            raise StoreError(f"{key} is not in the model store {self.url}") from exc
+        with fh:
+            yield from iter(lambda: fh.read(chunk_size), b"")
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,13 @@ class S3Store(ModelStore):
             self._client.download_file(self.bucket, self._key(key), str(target), Config=TRANSFER)
         except (ClientError, BotoCoreError) as exc:
             raise self._fail("download", key, exc) from exc
+
+    def iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+            yield from body.iter_chunks(chunk_size)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail("read", key, exc) from exc
 
     def exists(self, key: str) -> bool:
         try:

@@ -78,9 +78,10 @@ class RunningApi:
 
 
 @pytest.fixture
-def api(tmp_path: Any) -> Iterator[RunningApi]:
+def api(tmp_path: Any, database_url: str) -> Iterator[RunningApi]:
     settings = Settings(
         home=tmp_path,
+        database_url=database_url,
         api=ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0, max_segment_chars=MAX_SEGMENT_CHARS),
     )
     running = RunningApi(settings)

@@ -56,8 +56,12 @@ def test_create_with_caller_given_id_is_visible_over_rest(
 def test_create_rejects_bad_type_and_language(
     stub: engine_pb2_grpc.TranslationEngineApiStub, key: object
 ) -> None:
-    bad_type = engine_pb2.CreateRequest(
+    not_served = engine_pb2.CreateRequest(
         engine_type="SmtTransfer", engine_id="e1", source_language="en", target_language="sw"
+    )
+    assert code_of(stub.Create, not_served, metadata=key) == grpc.StatusCode.UNIMPLEMENTED
+    bad_type = engine_pb2.CreateRequest(
+        engine_type="Smt", engine_id="e1", source_language="en", target_language="sw"
     )
     assert code_of(stub.Create, bad_type, metadata=key) == grpc.StatusCode.INVALID_ARGUMENT
     bad_language = engine_pb2.CreateRequest(

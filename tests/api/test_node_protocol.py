@@ -81,9 +81,10 @@ class ScriptedNode:
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[RunningApi]:
+def api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
     settings = Settings(
         home=tmp_path,
+        database_url=database_url,
         api=ApiSettings(
             host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.2, node_timeout_s=1.0
         ),

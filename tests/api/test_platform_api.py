@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import httpx
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
@@ -113,12 +114,77 @@ def test_restarting_returns_the_build_to_pending(api: RunningApi, client: httpx.
     assert client.get(f"/translation/engines/{engine['id']}").json()["modelRevision"] == 0
 
 
-def test_unimplemented_platform_rpcs(api: RunningApi, client: httpx.Client) -> None:
+def test_phases_execution_data_and_corpus_size(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    other = create_engine(client)
+    base = f"/translation/engines/{engine['id']}"
+    build = client.post(f"{base}/builds", json={}).json()
+    job, auth = job_stub(api), as_job(api)
+    job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=build["id"]), metadata=auth)
+    started = Timestamp()
+    started.FromSeconds(1_800_000_000)
+    job.UpdateBuildStatus(
+        platform_pb2.UpdateBuildStatusRequest(
+            build_id=build["id"],
+            step=3,
+            phases=[
+                platform_pb2.Phase(
+                    stage=platform_pb2.PHASE_STAGE_TRAIN, step=3, step_count=10, started=started
+                ),
+                platform_pb2.Phase(stage=platform_pb2.PHASE_STAGE_INFERENCE),
+            ],
+        ),
+        metadata=auth,
+    )
+    job.UpdateBuildExecutionData(
+        platform_pb2.UpdateBuildExecutionDataRequest(
+            engine_id=engine["id"],
+            build_id=build["id"],
+            execution_data=platform_pb2.ExecutionData(train_count=120, warnings=["short corpus"]),
+        ),
+        metadata=auth,
+    )
+    job.UpdateTargetQuoteConvention(
+        platform_pb2.UpdateTargetQuoteConventionRequest(
+            engine_id=engine["id"], build_id=build["id"], target_quote_convention="standard_english"
+        ),
+        metadata=auth,
+    )
+    job.IncrementEngineCorpusSize(
+        platform_pb2.IncrementEngineCorpusSizeRequest(engine_id=engine["id"], count=120), metadata=auth
+    )
+
+    status = client.get(f"{base}/builds/{build['id']}").json()
+    assert status["phases"] == [
+        {"stage": "Train", "step": 3, "stepCount": 10, "started": "2027-01-15T08:00:00Z"},
+        {"stage": "Inference"},
+    ]
+    assert status["executionData"]["trainCount"] == 120
+    assert status["executionData"]["warnings"] == ["short corpus"]
+    assert status["executionData"]["targetQuoteConvention"] == "standard_english"
+    assert client.get(base).json()["corpusSize"] == 120
+
+    for call in (
+        lambda: job.IncrementEngineCorpusSize(
+            platform_pb2.IncrementEngineCorpusSizeRequest(engine_id=other["id"], count=1), metadata=auth
+        ),
+        lambda: job.UpdateBuildExecutionData(
+            platform_pb2.UpdateBuildExecutionDataRequest(engine_id=other["id"], build_id=build["id"]),
+            metadata=auth,
+        ),
+    ):
+        with pytest.raises(grpc.RpcError) as error:
+            call()
+        assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED, (
+            "a job token reaches only its own engine"
+        )
+    assert client.get(f"/translation/engines/{other['id']}").json()["corpusSize"] == 0
+
+
+def test_pretranslations_are_not_accepted_yet(api: RunningApi, client: httpx.Client) -> None:
     engine = create_engine(client)
     client.post(f"/translation/engines/{engine['id']}/builds", json={})
+    request = platform_pb2.InsertPretranslationsRequest(engine_id=engine["id"], translation="x")
     with pytest.raises(grpc.RpcError) as error:
-        job_stub(api).IncrementEngineCorpusSize(
-            platform_pb2.IncrementEngineCorpusSizeRequest(engine_id=engine["id"], count=1),
-            metadata=as_job(api),
-        )
+        job_stub(api).InsertPretranslations(iter([request]), metadata=as_job(api))
     assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED

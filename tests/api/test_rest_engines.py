@@ -77,6 +77,17 @@ def test_invalid_engine_type_and_language_answer_400(client: httpx.Client) -> No
     assert "targetLanguage" in missing.json()["message"]
 
 
+def test_serval_engine_types_not_served_here_answer_405(client: httpx.Client) -> None:
+    created = client.post(
+        "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "smt-transfer"}
+    )
+    assert created.status_code == 405
+    assert "smt-transfer" in created.json()["message"]
+    assert client.get("/translation/engine-types/SmtTransfer/queues").status_code == 405
+    assert client.get("/translation/engine-types/smt-transfer/languages/en").status_code == 405
+    assert client.get("/translation/engine-types/no-such-type/queues").status_code == 400
+
+
 def test_translate_errors(client: httpx.Client) -> None:
     assert (
         client.post("/translation/engines/000000000000000000000000/translate", json="hi").status_code == 404

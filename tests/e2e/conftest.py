@@ -20,7 +20,7 @@ from serval_cli.bootstrap import create_credentials
 from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.settings import Settings
 from serval_common.store import open_store
-from tests.helpers import free_port, wait_for_port
+from tests.helpers import free_port, fresh_database, wait_for_port
 
 BASE_MODEL = "tiny-nllb"
 MAX_SEGMENT_CHARS = 500
@@ -42,15 +42,23 @@ class Deployment:
 
 
 @pytest.fixture(scope="session")
-def deployment(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -> Iterator[Deployment]:
+def e2e_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fresh_database(tmp_path_factory.mktemp("database")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def deployment(
+    tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path, e2e_database_url: str
+) -> Iterator[Deployment]:
     home = tmp_path_factory.mktemp("home")
     store = open_store((home / "store").as_uri())
     publish_base_model(
         store, BASE_MODEL, tiny_ct2_model, languages=list(NLLB_LANGUAGE_CODES), quantization="int8"
     )
-    api_key, node_token = create_credentials(Settings(home=home), "e2e")
+    api_key, node_token = create_credentials(Settings(home=home, database_url=e2e_database_url), "e2e")
     grpc_port, rest_port = free_port(), free_port()
-    env = {"SERVAL_API__MAX_SEGMENT_CHARS": str(MAX_SEGMENT_CHARS)}
+    env = {"SERVAL_API__MAX_SEGMENT_CHARS": str(MAX_SEGMENT_CHARS), "SERVAL_DATABASE_URL": e2e_database_url}
     api = processes.start(
         ["api", "--home", str(home), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port)],
         home / "api.log",
@@ -69,11 +77,12 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -
             ) as rest,
             grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
         ):
+            processes.RestClient(f"http://127.0.0.1:{rest_port}", api_key).wait_for_node(node)
             yield Deployment(home, rest, channel, api_key, grpc_port, api, node)
     finally:
         node_code = processes.stop(node)
         time.sleep(0.5)
-        nodes_after_drain = node_statuses(home)
+        nodes_after_drain = node_statuses(e2e_database_url)
         api_code = processes.stop(api)
         print((home / "node.log").read_text()[-3000:], (home / "api.log").read_text()[-3000:])
     assert node_code == 0, "the node must drain and exit 0 on SIGTERM"
@@ -81,12 +90,12 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -
     assert api_code == 0
 
 
-def node_statuses(home: Path) -> dict[str, str]:
+def node_statuses(database_url: str) -> dict[str, str]:
     from serval_api.db.database import Database
     from serval_api.db.nodes import list_nodes
 
     async def read() -> dict[str, str]:
-        db = Database(Settings(home=home).resolved_database_url)
+        db = Database(database_url)
         try:
             return {n.id: n.status for n in await list_nodes(db)}
         finally:

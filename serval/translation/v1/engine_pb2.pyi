@@ -186,6 +186,38 @@ class GetLanguageInfoResponse(_message.Message):
     is_native: bool
     def __init__(self, internal_code: _Optional[str] = ..., is_native: _Optional[bool] = ...) -> None: ...
 
+class WatchBuildRequest(_message.Message):
+    __slots__ = ("engine_type", "engine_id", "build_id", "min_revision")
+    ENGINE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_REVISION_FIELD_NUMBER: _ClassVar[int]
+    engine_type: str
+    engine_id: str
+    build_id: str
+    min_revision: int
+    def __init__(self, engine_type: _Optional[str] = ..., engine_id: _Optional[str] = ..., build_id: _Optional[str] = ..., min_revision: _Optional[int] = ...) -> None: ...
+
+class BuildUpdate(_message.Message):
+    __slots__ = ("build_id", "revision", "state", "progress", "message", "queue_depth", "step", "engine_model_revision")
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_MODEL_REVISION_FIELD_NUMBER: _ClassVar[int]
+    build_id: str
+    revision: int
+    state: str
+    progress: float
+    message: str
+    queue_depth: int
+    step: int
+    engine_model_revision: int
+    def __init__(self, build_id: _Optional[str] = ..., revision: _Optional[int] = ..., state: _Optional[str] = ..., progress: _Optional[float] = ..., message: _Optional[str] = ..., queue_depth: _Optional[int] = ..., step: _Optional[int] = ..., engine_model_revision: _Optional[int] = ...) -> None: ...
+
 class TranslationResult(_message.Message):
     __slots__ = ("translation", "source_tokens", "target_tokens", "confidences", "sources", "alignment", "phrases")
     TRANSLATION_FIELD_NUMBER: _ClassVar[int]

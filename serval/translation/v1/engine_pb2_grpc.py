@@ -92,6 +92,11 @@ class TranslationEngineApiStub:
                 request_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.GetLanguageInfoRequest.SerializeToString,
                 response_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.GetLanguageInfoResponse.FromString,
                 _registered_method=True)
+        self.WatchBuild = channel.unary_stream(
+                '/serval.translation.v1.TranslationEngineApi/WatchBuild',
+                request_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.WatchBuildRequest.SerializeToString,
+                response_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.BuildUpdate.FromString,
+                _registered_method=True)
 
 
 class TranslationEngineApiServicer:
@@ -165,6 +170,13 @@ class TranslationEngineApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchBuild(self, request, context):
+        """Ours, not Serval's: one update per build revision until the build reaches a final state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TranslationEngineApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -222,6 +234,11 @@ def add_TranslationEngineApiServicer_to_server(servicer, server):
                     servicer.GetLanguageInfo,
                     request_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.GetLanguageInfoRequest.FromString,
                     response_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.GetLanguageInfoResponse.SerializeToString,
+            ),
+            'WatchBuild': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchBuild,
+                    request_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.WatchBuildRequest.FromString,
+                    response_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.BuildUpdate.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -523,6 +540,33 @@ class TranslationEngineApi:
             '/serval.translation.v1.TranslationEngineApi/GetLanguageInfo',
             serval_dot_translation_dot_v1_dot_engine__pb2.GetLanguageInfoRequest.SerializeToString,
             serval_dot_translation_dot_v1_dot_engine__pb2.GetLanguageInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchBuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/serval.translation.v1.TranslationEngineApi/WatchBuild',
+            serval_dot_translation_dot_v1_dot_engine__pb2.WatchBuildRequest.SerializeToString,
+            serval_dot_translation_dot_v1_dot_engine__pb2.BuildUpdate.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,123 @@
+import datetime
+
+from google.protobuf import empty_pb2 as _empty_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ApiKey(_message.Message):
+    __slots__ = ("id", "owner", "scopes", "prefix", "created_at", "revoked_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    owner: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    prefix: str
+    created_at: _timestamp_pb2.Timestamp
+    revoked_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., prefix: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateApiKeyRequest(_message.Message):
+    __slots__ = ("owner", "scopes")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, owner: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateApiKeyResponse(_message.Message):
+    __slots__ = ("api_key", "key")
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    api_key: ApiKey
+    key: str
+    def __init__(self, api_key: _Optional[_Union[ApiKey, _Mapping]] = ..., key: _Optional[str] = ...) -> None: ...
+
+class ListApiKeysRequest(_message.Message):
+    __slots__ = ("owner",)
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    def __init__(self, owner: _Optional[str] = ...) -> None: ...
+
+class ListApiKeysResponse(_message.Message):
+    __slots__ = ("api_keys",)
+    API_KEYS_FIELD_NUMBER: _ClassVar[int]
+    api_keys: _containers.RepeatedCompositeFieldContainer[ApiKey]
+    def __init__(self, api_keys: _Optional[_Iterable[_Union[ApiKey, _Mapping]]] = ...) -> None: ...
+
+class RevokeApiKeyRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class NodeToken(_message.Message):
+    __slots__ = ("id", "name", "created_at", "revoked_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    created_at: _timestamp_pb2.Timestamp
+    revoked_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateNodeTokenRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class CreateNodeTokenResponse(_message.Message):
+    __slots__ = ("node_token", "token")
+    NODE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    node_token: NodeToken
+    token: str
+    def __init__(self, node_token: _Optional[_Union[NodeToken, _Mapping]] = ..., token: _Optional[str] = ...) -> None: ...
+
+class ListNodeTokensResponse(_message.Message):
+    __slots__ = ("node_tokens",)
+    NODE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    node_tokens: _containers.RepeatedCompositeFieldContainer[NodeToken]
+    def __init__(self, node_tokens: _Optional[_Iterable[_Union[NodeToken, _Mapping]]] = ...) -> None: ...
+
+class RevokeNodeTokenRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("id", "status", "device", "free_slots", "last_seen", "software_version", "api_instance_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    API_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    status: str
+    device: str
+    free_slots: int
+    last_seen: _timestamp_pb2.Timestamp
+    software_version: str
+    api_instance_id: str
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[str] = ..., device: _Optional[str] = ..., free_slots: _Optional[int] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., software_version: _Optional[str] = ..., api_instance_id: _Optional[str] = ...) -> None: ...
+
+class ListNodesResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...

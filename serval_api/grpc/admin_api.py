@@ -1,0 +1,127 @@
+"""serval.admin.v1.AdminApi over `service.admin`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from google.protobuf import empty_pb2, timestamp_pb2
+from grpc.aio import ServicerContext as Context
+
+from serval.admin.v1 import admin_pb2, admin_pb2_grpc
+from serval_api.db.models import ApiKey, Node, NodeToken
+from serval_api.grpc.calls import caller_of, run_call
+from serval_api.service import Services, admin
+
+
+class AdminApi(admin_pb2_grpc.AdminApiServicer):
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    async def CreateApiKey(
+        self, request: admin_pb2.CreateApiKeyRequest, context: Context
+    ) -> admin_pb2.CreateApiKeyResponse:
+        async def call() -> admin_pb2.CreateApiKeyResponse:
+            caller = await caller_of(self._services, context)
+            record, plaintext = await admin.create_api_key(
+                self._services, caller, request.owner, request.scopes
+            )
+            return admin_pb2.CreateApiKeyResponse(api_key=_api_key(record), key=plaintext)
+
+        return await run_call(context, call)
+
+    async def ListApiKeys(
+        self, request: admin_pb2.ListApiKeysRequest, context: Context
+    ) -> admin_pb2.ListApiKeysResponse:
+        async def call() -> admin_pb2.ListApiKeysResponse:
+            caller = await caller_of(self._services, context)
+            owner = request.owner if request.HasField("owner") else None
+            records = await admin.list_api_keys(self._services, caller, owner)
+            return admin_pb2.ListApiKeysResponse(api_keys=[_api_key(r) for r in records])
+
+        return await run_call(context, call)
+
+    async def RevokeApiKey(self, request: admin_pb2.RevokeApiKeyRequest, context: Context) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            caller = await caller_of(self._services, context)
+            await admin.revoke_api_key(self._services, caller, request.id)
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def CreateNodeToken(
+        self, request: admin_pb2.CreateNodeTokenRequest, context: Context
+    ) -> admin_pb2.CreateNodeTokenResponse:
+        async def call() -> admin_pb2.CreateNodeTokenResponse:
+            caller = await caller_of(self._services, context)
+            record, plaintext = await admin.create_node_token(
+                self._services, caller, request.name or "default"
+            )
+            return admin_pb2.CreateNodeTokenResponse(node_token=_node_token(record), token=plaintext)
+
+        return await run_call(context, call)
+
+    async def ListNodeTokens(
+        self, request: empty_pb2.Empty, context: Context
+    ) -> admin_pb2.ListNodeTokensResponse:
+        async def call() -> admin_pb2.ListNodeTokensResponse:
+            caller = await caller_of(self._services, context)
+            records = await admin.list_node_tokens(self._services, caller)
+            return admin_pb2.ListNodeTokensResponse(node_tokens=[_node_token(r) for r in records])
+
+        return await run_call(context, call)
+
+    async def RevokeNodeToken(
+        self, request: admin_pb2.RevokeNodeTokenRequest, context: Context
+    ) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            caller = await caller_of(self._services, context)
+            await admin.revoke_node_token(self._services, caller, request.id)
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def ListNodes(self, request: empty_pb2.Empty, context: Context) -> admin_pb2.ListNodesResponse:
+        async def call() -> admin_pb2.ListNodesResponse:
+            caller = await caller_of(self._services, context)
+            records = await admin.list_nodes(self._services, caller)
+            return admin_pb2.ListNodesResponse(nodes=[_node(r) for r in records])
+
+        return await run_call(context, call)
+
+
+def _timestamp(value: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def _api_key(row: ApiKey) -> admin_pb2.ApiKey:
+    message = admin_pb2.ApiKey(
+        id=row.id,
+        owner=row.owner,
+        scopes=row.scopes,
+        prefix=row.prefix,
+        created_at=_timestamp(row.created_at),
+    )
+    if row.revoked_at is not None:
+        message.revoked_at.CopyFrom(_timestamp(row.revoked_at))
+    return message
+
+
+def _node_token(row: NodeToken) -> admin_pb2.NodeToken:
+    message = admin_pb2.NodeToken(id=row.id, name=row.name, created_at=_timestamp(row.created_at))
+    if row.revoked_at is not None:
+        message.revoked_at.CopyFrom(_timestamp(row.revoked_at))
+    return message
+
+
+def _node(row: Node) -> admin_pb2.Node:
+    return admin_pb2.Node(
+        id=row.id,
+        status=row.status,
+        device=row.device,
+        free_slots=row.free_slots,
+        last_seen=_timestamp(row.last_seen),
+        software_version=row.software_version,
+        api_instance_id=row.api_instance_id,
+    )

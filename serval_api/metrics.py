@@ -1,0 +1,209 @@
+"""Prometheus metrics of one API service: a registry per `ApiService`, so several services can
+run in one process (as the tests do). REST requests are counted by route template, gRPC calls by
+full method; the build, node and queue gauges are read when Prometheus scrapes."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from sqlalchemy import func, select
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from serval_api.db.database import Database
+from serval_api.db.models import Build, BuildState
+
+UNMATCHED_ROUTE = "unmatched"
+
+__all__ = ["CONTENT_TYPE_LATEST", "ApiMetrics", "GrpcMetricsInterceptor", "RestMetricsMiddleware"]
+
+
+class ApiMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._db: Database | None = None
+        self.http_requests = Counter(
+            "serval_api_http_requests",
+            "REST requests by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.http_latency = Histogram(
+            "serval_api_http_request_duration_seconds",
+            "REST request latency until the response starts, by method and route template.",
+            ["method", "route"],
+            registry=self.registry,
+        )
+        self.grpc_requests = Counter(
+            "serval_api_grpc_requests",
+            "gRPC calls by full method and status code.",
+            ["method", "code"],
+            registry=self.registry,
+        )
+        self.grpc_latency = Histogram(
+            "serval_api_grpc_request_duration_seconds",
+            "gRPC call latency (whole stream for streaming calls), by full method.",
+            ["method"],
+            registry=self.registry,
+        )
+        self.builds = Gauge(
+            "serval_api_builds", "Builds in the database by state.", ["state"], registry=self.registry
+        )
+        self.connected_nodes = Gauge(
+            "serval_api_connected_inference_nodes",
+            "Inference node sessions connected to this API replica.",
+            registry=self.registry,
+        )
+        self.dispatch_queue_depth = Gauge(
+            "serval_api_dispatch_queue_depth",
+            "Translation requests waiting for an inference node slot or a model load.",
+            registry=self.registry,
+        )
+        self.build_job_queue_depth = Gauge(
+            "serval_api_build_job_queue_depth",
+            "Build jobs waiting for the job launcher.",
+            registry=self.registry,
+        )
+
+    def bind(
+        self,
+        db: Database,
+        *,
+        connected_nodes: Callable[[], int],
+        dispatch_queue_size: Callable[[], int],
+        build_job_queue_depth: Callable[[], int],
+    ) -> None:
+        """The gauges read these at scrape time; the gRPC interceptor exists before them."""
+        self._db = db
+        self.connected_nodes.set_function(connected_nodes)
+        self.dispatch_queue_depth.set_function(dispatch_queue_size)
+        self.build_job_queue_depth.set_function(build_job_queue_depth)
+
+    async def scrape(self) -> bytes:
+        if self._db is None:
+            return generate_latest(self.registry)
+        async with self._db.session() as s:
+            rows = (await s.execute(select(Build.state, func.count()).group_by(Build.state))).all()
+        counts = {str(state): int(n) for state, n in rows}
+        for state in BuildState:
+            self.builds.labels(state.value).set(counts.get(state.value, 0))
+        return generate_latest(self.registry)
+
+
+class RestMetricsMiddleware:
+    """Pure ASGI, so streamed responses pass through untouched. The route template comes from
+    the router (`scope["route"]`), keeping label cardinality bounded."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_and_time(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                self._observe(scope, status, started)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_time)
+        except Exception:
+            self._observe(scope, 500, started)
+            raise
+
+    def _observe(self, scope: Scope, status: int, started: float) -> None:
+        route = getattr(scope.get("route"), "path", None) or UNMATCHED_ROUTE
+        method = scope.get("method", "")
+        self.metrics.http_requests.labels(method, route, str(status)).inc()
+        self.metrics.http_latency.labels(method, route).observe(time.perf_counter() - started)
+
+
+class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method: str = handler_call_details.method
+        for kind, factory in _HANDLER_KINDS:
+            behavior = getattr(handler, kind)
+            if behavior is not None:
+                return factory(
+                    self._wrap(method, behavior),
+                    request_deserializer=handler.request_deserializer,
+                    response_serializer=handler.response_serializer,
+                )
+        return handler
+
+    def _wrap(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.isasyncgenfunction(behavior):
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                started = time.perf_counter()
+                try:
+                    async for response in behavior(request, context):
+                        yield response
+                except BaseException as e:
+                    self._observe(method, _code_of(context, e), started)
+                    raise
+                self._observe(method, _code_of(context, None), started)
+
+            return stream
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
+            try:
+                response = await behavior(request, context)
+            except BaseException as e:
+                self._observe(method, _code_of(context, e), started)
+                raise
+            self._observe(method, _code_of(context, None), started)
+            return response
+
+        return unary
+
+    def _observe(self, method: str, code: grpc.StatusCode, started: float) -> None:
+        self.metrics.grpc_requests.labels(method, code.name).inc()
+        self.metrics.grpc_latency.labels(method).observe(time.perf_counter() - started)
+
+
+def _code_of(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    if error is None:
+        return grpc.StatusCode.OK
+    return grpc.StatusCode.CANCELLED if isinstance(error, asyncio.CancelledError) else grpc.StatusCode.UNKNOWN
+
+
+_HANDLER_KINDS: Iterable[tuple[str, Callable[..., grpc.RpcMethodHandler]]] = (
+    ("unary_unary", grpc.unary_unary_rpc_method_handler),
+    ("unary_stream", grpc.unary_stream_rpc_method_handler),
+    ("stream_unary", grpc.stream_unary_rpc_method_handler),
+    ("stream_stream", grpc.stream_stream_rpc_method_handler),
+)

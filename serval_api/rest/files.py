@@ -1,0 +1,155 @@
+"""/files: multipart uploads streamed to a temporary file, never held whole in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+from collections.abc import AsyncGenerator, AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request, Response, status
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from serval_api.errors import InvalidArgument, PayloadTooLarge
+from serval_api.rest.deps import CallerDep, ServicesDep
+from serval_api.rest.files_protocol import DataFile, file_dto
+from serval_api.service import files
+from serval_api.service.files import CONTENT_TYPES, FileFormat
+
+router = APIRouter(prefix="/api/v1/files", tags=["Data Files"])
+
+# Room for the multipart boundaries, part headers and the small `format` and `name` fields.
+_FORM_OVERHEAD_BYTES = 64 << 10
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file", "format"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "format": {"type": "string", "enum": [f.value for f in FileFormat]},
+                        "name": {"type": "string"},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+class _Upload:
+    def __init__(self, path: Path, fields: dict[str, str], filename: str | None) -> None:
+        self.path = path
+        self.fields = fields
+        self.filename = filename
+
+
+async def _limited(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:
+            raise PayloadTooLarge(
+                f"file: the upload is larger than the limit of {limit - _FORM_OVERHEAD_BYTES} bytes"
+            )
+        yield chunk
+
+
+@contextlib.asynccontextmanager
+async def _receive(request: Request, max_bytes: int) -> AsyncIterator[_Upload]:
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise InvalidArgument("expected a multipart/form-data body with the fields file, format and name")
+    limit = max_bytes + _FORM_OVERHEAD_BYTES
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"file: the upload is larger than the limit of {max_bytes} bytes")
+    try:
+        form = await MultiPartParser(
+            request.headers, _limited(request, limit), max_files=1, max_fields=10
+        ).parse()
+    except MultiPartException as e:
+        raise InvalidArgument(f"invalid multipart body: {e.message}") from None
+    with tempfile.TemporaryDirectory(prefix="serval-upload-") as folder:
+        try:
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile):
+                raise InvalidArgument("file: a file part is required")
+            path = Path(folder) / "contents"
+            await asyncio.to_thread(_copy, upload, path)
+            fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
+            yield _Upload(path, fields, upload.filename)
+        finally:
+            await form.close()
+
+
+def _copy(upload: UploadFile, path: Path) -> None:
+    upload.file.seek(0)
+    with path.open("wb") as out:
+        shutil.copyfileobj(upload.file, out, 1 << 20)
+
+
+@router.get("", response_model=list[DataFile], response_model_exclude_none=True)
+async def list_files(services: ServicesDep, caller: CallerDep) -> list[DataFile]:
+    base = services.settings.api_base_url
+    return [file_dto(base, f) for f in await files.list_files(services, caller)]
+
+
+@router.post(
+    "",
+    summary="Upload a data file; without `name`, the uploaded file name is used",
+    status_code=status.HTTP_201_CREATED,
+    response_model=DataFile,
+    response_model_exclude_none=True,
+    openapi_extra=_UPLOAD_BODY,
+)
+async def create_file(
+    request: Request, services: ServicesDep, caller: CallerDep, response: Response
+) -> DataFile:
+    async with _receive(request, services.settings.api.max_upload_bytes) as upload:
+        if "format" not in upload.fields:
+            raise InvalidArgument("format: required (Text or Paratext)")
+        file = await files.create_file(
+            services,
+            caller,
+            contents=upload.path,
+            format=upload.fields["format"],
+            name=upload.fields.get("name") or upload.filename or None,
+        )
+    dto = file_dto(services.settings.api_base_url, file)
+    response.headers["Location"] = dto.url
+    return dto
+
+
+@router.get("/{file_id}", response_model=DataFile, response_model_exclude_none=True)
+async def get_file(file_id: str, services: ServicesDep, caller: CallerDep) -> DataFile:
+    return file_dto(services.settings.api_base_url, await files.get_file(services, caller, file_id))
+
+
+@router.get("/{file_id}/contents", response_class=Response)
+async def get_file_contents(file_id: str, services: ServicesDep, caller: CallerDep) -> Response:
+    file, data = await files.read_contents(services, caller, file_id)
+    headers = {"Content-Disposition": f'attachment; filename="{(file.name or file.id).replace(chr(34), "")}"'}
+    return Response(data, media_type=CONTENT_TYPES[FileFormat(file.format)], headers=headers)
+
+
+@router.patch(
+    "/{file_id}", response_model=DataFile, response_model_exclude_none=True, openapi_extra=_UPLOAD_BODY
+)
+async def update_file(file_id: str, request: Request, services: ServicesDep, caller: CallerDep) -> DataFile:
+    """Replaces the contents (multipart `file`); the format and name stay."""
+    async with _receive(request, services.settings.api.max_upload_bytes) as upload:
+        file = await files.replace_contents(services, caller, file_id, contents=upload.path)
+    return file_dto(services.settings.api_base_url, file)
+
+
+@router.delete("/{file_id}", status_code=status.HTTP_200_OK)
+async def delete_file(file_id: str, services: ServicesDep, caller: CallerDep) -> None:
+    await files.delete_file(services, caller, file_id)

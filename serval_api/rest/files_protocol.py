@@ -1,0 +1,115 @@
+"""The REST wire shapes of data files, corpora and parallel corpora."""
+
+from __future__ import annotations
+
+from serval_api.db.models import Corpus as CorpusRecord
+from serval_api.db.models import DataFile as DataFileRecord
+from serval_api.db.models import ParallelCorpus as ParallelCorpusRecord
+from serval_api.rest.protocol import Model, ResourceLink, engine_url
+
+
+class DataFile(Model):
+    id: str
+    url: str
+    name: str | None = None
+    format: str
+    revision: int
+
+
+class CorpusFileConfig(Model):
+    file_id: str
+    text_id: str | None = None
+
+
+class CorpusConfig(Model):
+    name: str | None = None
+    language: str
+    files: list[CorpusFileConfig] = []
+
+
+class CorpusUpdateConfig(Model):
+    name: str | None = None
+    language: str | None = None
+    files: list[CorpusFileConfig] | None = None
+
+
+class CorpusFile(Model):
+    file: ResourceLink
+    text_id: str | None = None
+
+
+class Corpus(Model):
+    id: str
+    url: str
+    revision: int
+    language: str
+    name: str | None = None
+    files: list[CorpusFile]
+
+
+class ParallelCorpusConfig(Model):
+    name: str | None = None
+    source_corpus_ids: list[str]
+    target_corpus_ids: list[str]
+
+
+class ParallelCorpusUpdateConfig(Model):
+    name: str | None = None
+    source_corpus_ids: list[str] | None = None
+    target_corpus_ids: list[str] | None = None
+
+
+class ParallelCorpus(Model):
+    id: str
+    url: str
+    name: str | None = None
+    engine: ResourceLink
+    source_corpora: list[ResourceLink]
+    target_corpora: list[ResourceLink]
+
+
+def file_url(base_url: str, file_id: str) -> str:
+    return f"{base_url}/api/v1/files/{file_id}"
+
+
+def corpus_url(base_url: str, corpus_id: str) -> str:
+    return f"{base_url}/api/v1/corpora/{corpus_id}"
+
+
+def file_dto(base_url: str, file: DataFileRecord) -> DataFile:
+    return DataFile(
+        id=file.id,
+        url=file_url(base_url, file.id),
+        name=file.name,
+        format=file.format,
+        revision=file.revision,
+    )
+
+
+def corpus_dto(base_url: str, corpus: CorpusRecord) -> Corpus:
+    return Corpus(
+        id=corpus.id,
+        url=corpus_url(base_url, corpus.id),
+        revision=corpus.revision,
+        language=corpus.language,
+        name=corpus.name,
+        files=[
+            CorpusFile(
+                file=ResourceLink(id=f["fileId"], url=file_url(base_url, f["fileId"])),
+                text_id=f.get("textId"),
+            )
+            for f in corpus.files
+        ],
+    )
+
+
+def parallel_corpus_dto(base_url: str, pc: ParallelCorpusRecord) -> ParallelCorpus:
+    url = engine_url(base_url, pc.engine_id)
+    return ParallelCorpus(
+        id=pc.id,
+        url=f"{url}/parallel-corpora/{pc.id}",
+        name=pc.name,
+        engine=ResourceLink(id=pc.engine_id, url=url),
+        source_corpora=[ResourceLink(id=c, url=corpus_url(base_url, c)) for c in pc.source_corpus_ids],
+        target_corpora=[ResourceLink(id=c, url=corpus_url(base_url, c)) for c in pc.target_corpus_ids],
+    )

@@ -1,0 +1,123 @@
+"""Corpora: a language and an ordered list of the caller's data files, each with a text id.
+
+A `fileId` that is unknown or another owner's is the same 400 (never 404), so a corpus body cannot
+probe for other owners' files.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from serval_api.auth import CREATE_CORPORA, DELETE_CORPORA, READ_CORPORA, UPDATE_CORPORA, Caller
+from serval_api.db.models import Corpus, DataFile, ParallelCorpus, utcnow
+from serval_api.errors import Conflict, InvalidArgument, NotFound
+from serval_api.service.context import Services
+from serval_api.service.engines import language
+from serval_api.service.files import default_text_id
+from serval_api.service.keys import new_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CorpusFileRef:
+    file_id: str
+    text_id: str | None = None
+
+
+async def owned_corpus(s: AsyncSession, caller: Caller, corpus_id: str, *, lock: bool = False) -> Corpus:
+    corpus = await s.get(Corpus, corpus_id, with_for_update=True if lock else None)
+    if corpus is None or corpus.owner != caller.owner:
+        raise NotFound(f"corpus {corpus_id} not found")
+    return corpus
+
+
+async def _resolve_files(s: AsyncSession, caller: Caller, refs: list[CorpusFileRef]) -> list[dict[str, str]]:
+    entries = []
+    for i, ref in enumerate(refs):
+        file = await s.get(DataFile, ref.file_id)
+        if file is None or file.owner != caller.owner:
+            raise InvalidArgument(f"files[{i}].fileId: no file {ref.file_id!r}")
+        entries.append({"fileId": file.id, "textId": ref.text_id or default_text_id(file)})
+    return entries
+
+
+async def create_corpus(
+    services: Services,
+    caller: Caller,
+    *,
+    language_tag: str,
+    files: list[CorpusFileRef],
+    name: str | None = None,
+) -> Corpus:
+    caller.require(CREATE_CORPORA)
+    lang = language("language", language_tag)
+    async with services.db.session() as s:
+        corpus = Corpus(
+            id=new_id(),
+            owner=caller.owner,
+            name=name,
+            language=lang.tag,
+            revision=1,
+            files=await _resolve_files(s, caller, files),
+            date_created=utcnow(),
+        )
+        s.add(corpus)
+    log.info("corpus created", extra={"corpus_id": corpus.id, "files": len(corpus.files)})
+    return corpus
+
+
+async def list_corpora(services: Services, caller: Caller) -> list[Corpus]:
+    caller.require(READ_CORPORA)
+    query = select(Corpus).where(Corpus.owner == caller.owner).order_by(Corpus.date_created, Corpus.id)
+    async with services.db.session() as s:
+        return list((await s.scalars(query)).all())
+
+
+async def get_corpus(services: Services, caller: Caller, corpus_id: str) -> Corpus:
+    caller.require(READ_CORPORA)
+    async with services.db.session() as s:
+        return await owned_corpus(s, caller, corpus_id)
+
+
+async def update_corpus(
+    services: Services,
+    caller: Caller,
+    corpus_id: str,
+    *,
+    language_tag: str | None = None,
+    files: list[CorpusFileRef] | None = None,
+    name: str | None = None,
+) -> Corpus:
+    """Replaces the fields given; the next build exports the corpus as it is then."""
+    caller.require(UPDATE_CORPORA)
+    lang = language("language", language_tag) if language_tag is not None else None
+    async with services.db.session() as s:
+        corpus = await owned_corpus(s, caller, corpus_id, lock=True)
+        if lang is not None:
+            corpus.language = lang.tag
+        if files is not None:
+            corpus.files = await _resolve_files(s, caller, files)
+        if name is not None:
+            corpus.name = name
+        corpus.revision += 1
+    return corpus
+
+
+async def delete_corpus(services: Services, caller: Caller, corpus_id: str) -> None:
+    """A corpus that a parallel corpus still names cannot be deleted (409)."""
+    caller.require(DELETE_CORPORA)
+    async with services.db.session() as s:
+        corpus = await owned_corpus(s, caller, corpus_id)
+        query = select(ParallelCorpus).where(ParallelCorpus.owner == caller.owner)
+        for pc in (await s.scalars(query)).all():
+            if corpus_id in pc.source_corpus_ids or corpus_id in pc.target_corpus_ids:
+                raise Conflict(
+                    f"corpus {corpus_id} is used by parallel corpus {pc.id} of engine {pc.engine_id}"
+                )
+        await s.delete(corpus)
+    log.info("corpus deleted", extra={"corpus_id": corpus_id})

@@ -1,0 +1,401 @@
+"""The build export: turn an engine's parallel corpora into the files a build job reads.
+
+`plan_build` reads the corpora (from the database for REST builds, from the request for gRPC's
+`StartBuild`) and pairs their segments; `write_build_files` puts the result in the model store:
+`builds/{buildId}/train.src.txt` and `train.trg.txt` (one segment a line, paired by line) and
+`builds/{buildId}/pretranslate.src.json`.
+
+Segments are keyed by (textId, ref). A Text file's ref is `{textId}:{lineNumber}` (1-based);
+a Paratext zip's text ids are book ids and its refs verse references (`MAT 1:1`), read with
+SIL's `sil-machine`. Several corpora on one side merge, the first non-empty segment winning;
+a pair needs a non-empty segment on both sides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from serval_api.auth import Caller
+from serval_api.db.models import Corpus, DataFile, Engine, ParallelCorpus
+from serval_api.errors import InvalidArgument
+from serval_api.service.context import Services
+from serval_api.service.engines import owned_engine
+from serval_api.service.files import FileFormat, contents_key, model_store
+from serval_api.service.parallel_corpora import engine_parallel_corpora
+from serval_common.languages import resolve_language
+from serval_common.store import ModelStore, StoreError
+
+log = logging.getLogger(__name__)
+
+NO_PAIRS = "no parallel segments to train on"
+
+_FILE_LOCATION = re.compile(r"^files/([^/]+)(?:/contents)?$")
+_RANGE_PART = re.compile(r"^([A-Z0-9]{3})(?:(\d+)(?:-(\d+))?)?$")
+
+
+@dataclass(frozen=True)
+class TextFilter:
+    """Which texts (and, for Scripture, which chapters of a book) to use; `everything` uses all."""
+
+    everything: bool = False
+    text_ids: frozenset[str] = frozenset()
+    chapters: dict[str, frozenset[int]] = field(default_factory=dict)
+
+    def admits(self, text_id: str, chapter: int | None) -> bool:
+        if self.everything or text_id in self.text_ids:
+            return True
+        if text_id not in self.chapters:
+            return False
+        wanted = self.chapters[text_id]
+        return not wanted or chapter is None or chapter in wanted
+
+
+ALL_TEXTS = TextFilter(everything=True)
+
+
+@dataclass(frozen=True)
+class CorpusFileSource:
+    location: str
+    format: FileFormat
+    text_id: str
+
+
+@dataclass(frozen=True)
+class MonolingualSource:
+    """`train` / `pretranslate` None: the corpus takes no part in that."""
+
+    id: str
+    language: str
+    files: tuple[CorpusFileSource, ...]
+    train: TextFilter | None = ALL_TEXTS
+    pretranslate: TextFilter | None = None
+
+
+@dataclass(frozen=True)
+class ParallelSource:
+    id: str
+    source: tuple[MonolingualSource, ...]
+    target: tuple[MonolingualSource, ...]
+
+
+@dataclass
+class ExportPlan:
+    train: bool
+    pairs: list[tuple[str, str]]
+    pretranslate_rows: list[dict[str, Any]]
+    warnings: list[str]
+
+    def execution_data(self, engine: Engine) -> dict[str, Any]:
+        return {
+            "trainCount": len(self.pairs),
+            "pretranslateCount": len(self.pretranslate_rows),
+            "warnings": self.warnings,
+            "engineSourceLanguageTag": engine.source_language,
+            "engineTargetLanguageTag": engine.target_language,
+        }
+
+
+@dataclass(frozen=True)
+class _Row:
+    text_id: str
+    ref: str
+    chapter: int | None
+    text: str
+
+
+def parse_scripture_range(value: str, field_name: str) -> TextFilter:
+    """`MAT;MRK1-3;LUK2` → whole MAT, MRK chapters 1–3, LUK chapter 2."""
+    chapters: dict[str, frozenset[int]] = {}
+    for part in filter(None, (p.strip().upper() for p in value.split(";"))):
+        match = _RANGE_PART.match(part.replace(" ", ""))
+        if match is None:
+            raise InvalidArgument(
+                f"{field_name}: cannot read {part!r}; use books and chapters like 'MAT;MRK1-3'"
+            )
+        book, first, last = match.groups()
+        wanted = frozenset(range(int(first), int(last or first) + 1)) if first else frozenset()
+        whole = not wanted or (book in chapters and not chapters[book])
+        chapters[book] = frozenset() if whole else chapters.get(book, frozenset()) | wanted
+    return TextFilter(chapters=chapters)
+
+
+async def plan_build(
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    *,
+    train_on: list[dict[str, Any]] | None,
+    pretranslate: list[dict[str, Any]] | None,
+    corpora: list[ParallelSource] | None = None,
+) -> ExportPlan:
+    """`corpora` (gRPC) replaces the engine's stored parallel corpora and `train_on`/`pretranslate`."""
+    async with services.db.session() as s:
+        engine = await owned_engine(s, caller, engine_id)
+        if corpora is None:
+            stored = await engine_parallel_corpora(s, engine_id)
+            corpus_ids = {c for pc in stored for c in (*pc.source_corpus_ids, *pc.target_corpus_ids)}
+            records = {c: await s.get(Corpus, c) for c in corpus_ids}
+            file_ids = {f["fileId"] for corpus in records.values() if corpus for f in corpus.files}
+            files = {f: await s.get(DataFile, f) for f in file_ids}
+            corpora = _stored_sources(stored, records, files, train_on, pretranslate)
+        else:
+            corpora = [await _owned_locations(s, caller, pc) for pc in corpora]
+    store = model_store(services.settings)
+    return await asyncio.to_thread(_collect, store, corpora, engine)
+
+
+async def write_build_files(services: Services, build_id: str, plan: ExportPlan) -> None:
+    store = model_store(services.settings)
+    prefix = f"builds/{build_id}"
+    if plan.train:
+        source = "".join(f"{src}\n" for src, _ in plan.pairs).encode()
+        target = "".join(f"{trg}\n" for _, trg in plan.pairs).encode()
+        await asyncio.to_thread(store.write_bytes, f"{prefix}/train.src.txt", source)
+        await asyncio.to_thread(store.write_bytes, f"{prefix}/train.trg.txt", target)
+    if plan.pretranslate_rows:
+        rows = json.dumps(plan.pretranslate_rows, ensure_ascii=False).encode()
+        await asyncio.to_thread(store.write_bytes, f"{prefix}/pretranslate.src.json", rows)
+    log.info(
+        "build files written",
+        extra={
+            "build_id": build_id,
+            "train_count": len(plan.pairs),
+            "pretranslate_count": len(plan.pretranslate_rows),
+        },
+    )
+
+
+async def _owned_locations(s: AsyncSession, caller: Caller, pc: ParallelSource) -> ParallelSource:
+    """A gRPC corpus file's `location` must name one of the caller's data files (`files/{id}` or
+    `files/{id}/contents`): other store keys and local paths would read other owners' data."""
+
+    async def owned(corpus: MonolingualSource) -> MonolingualSource:
+        files = []
+        for file in corpus.files:
+            match = _FILE_LOCATION.match(file.location)
+            record = await s.get(DataFile, match.group(1)) if match else None
+            if record is None or record.owner != caller.owner:
+                raise InvalidArgument(
+                    f"corpus {corpus.id}: location {file.location!r} is not one of your files"
+                )
+            files.append(replace(file, location=contents_key(record.id)))
+        return replace(corpus, files=tuple(files))
+
+    return replace(
+        pc,
+        source=tuple([await owned(c) for c in pc.source]),
+        target=tuple([await owned(c) for c in pc.target]),
+    )
+
+
+def _side_filters(
+    field_name: str, corpus_ids: list[str], filters: list[dict[str, Any]] | None
+) -> dict[str, TextFilter | None]:
+    if filters is None:
+        return dict.fromkeys(corpus_ids, ALL_TEXTS)
+    chosen: dict[str, TextFilter | None] = dict.fromkeys(corpus_ids)
+    for i, item in enumerate(filters):
+        where = f"{field_name}[{i}]"
+        corpus_id = item.get("corpusId")
+        if corpus_id not in chosen:
+            raise InvalidArgument(f"{where}.corpusId: {corpus_id!r} is not a corpus of this parallel corpus")
+        text_ids = item.get("textIds")
+        scripture = item.get("scriptureRange")
+        if text_ids is None and scripture is None:
+            chosen[corpus_id] = ALL_TEXTS
+            continue
+        by_range = parse_scripture_range(scripture, f"{where}.scriptureRange") if scripture else TextFilter()
+        chosen[corpus_id] = TextFilter(text_ids=frozenset(text_ids or ()), chapters=by_range.chapters)
+    return chosen
+
+
+def _by_parallel_corpus(
+    field_name: str, entries: list[dict[str, Any]] | None, known: dict[str, ParallelCorpus]
+) -> dict[str, dict[str, Any]]:
+    chosen = {}
+    for i, entry in enumerate(entries or ()):
+        pc_id = entry.get("parallelCorpusId") or entry.get("corpusId")
+        if pc_id not in known:
+            raise InvalidArgument(f"{field_name}[{i}]: unknown parallel corpus {pc_id}")
+        chosen[pc_id] = entry
+    return chosen
+
+
+def _stored_sources(
+    stored: list[ParallelCorpus],
+    corpora: dict[str, Corpus | None],
+    files: dict[str, DataFile | None],
+    train_on: list[dict[str, Any]] | None,
+    pretranslate: list[dict[str, Any]] | None,
+) -> list[ParallelSource]:
+    known = {pc.id: pc for pc in stored}
+    train = (
+        {pc.id: {} for pc in stored} if train_on is None else _by_parallel_corpus("trainOn", train_on, known)
+    )
+    pre = _by_parallel_corpus("pretranslate", pretranslate, known)
+
+    def monolingual(
+        corpus_id: str, train_filter: TextFilter | None, pre_filter: TextFilter | None
+    ) -> MonolingualSource:
+        corpus = corpora[corpus_id]
+        if corpus is None:
+            return MonolingualSource(id=corpus_id, language="", files=(), train=None)
+        sources = tuple(
+            CorpusFileSource(contents_key(f.id), FileFormat(f.format), entry["textId"])
+            for entry in corpus.files
+            if (f := files.get(entry["fileId"])) is not None
+        )
+        return MonolingualSource(corpus.id, corpus.language, sources, train_filter, pre_filter)
+
+    result = []
+    for pc in stored:
+        if pc.id not in train and pc.id not in pre:
+            continue
+        t = train.get(pc.id)
+        p = pre.get(pc.id)
+        src_train = (
+            _side_filters("sourceFilters", pc.source_corpus_ids, t.get("sourceFilters"))
+            if t is not None
+            else {}
+        )
+        trg_train = (
+            _side_filters("targetFilters", pc.target_corpus_ids, t.get("targetFilters"))
+            if t is not None
+            else {}
+        )
+        src_pre = (
+            _side_filters("sourceFilters", pc.source_corpus_ids, p.get("sourceFilters"))
+            if p is not None
+            else {}
+        )
+        result.append(
+            ParallelSource(
+                id=pc.id,
+                source=tuple(monolingual(c, src_train.get(c), src_pre.get(c)) for c in pc.source_corpus_ids),
+                target=tuple(monolingual(c, trg_train.get(c), None) for c in pc.target_corpus_ids),
+            )
+        )
+    return result
+
+
+def _collect(store: ModelStore, corpora: list[ParallelSource], engine: Engine) -> ExportPlan:
+    """Blocking: read every file once and pair the segments."""
+    warnings: list[str] = []
+    pairs: list[tuple[str, str]] = []
+    rows: list[dict[str, Any]] = []
+    train_requested = False
+    with tempfile.TemporaryDirectory(prefix="serval-export-") as tmp:
+        reader = _FileReader(store, Path(tmp))
+        for pc in corpora:
+            _check_languages(pc, engine, warnings)
+            train_requested |= any(c.train is not None for c in pc.source) and any(
+                c.train is not None for c in pc.target
+            )
+            target_all = _segments(reader, pc.target, lambda c: ALL_TEXTS)
+            source_train = _segments(reader, pc.source, lambda c: c.train)
+            target_train = _segments(reader, pc.target, lambda c: c.train)
+            pairs.extend(
+                (_one_line(row.text), _one_line(target_train[key].text))
+                for key, row in source_train.items()
+                if key in target_train
+            )
+            for key, row in _segments(reader, pc.source, lambda c: c.pretranslate).items():
+                if key in target_all:
+                    continue
+                rows.append(
+                    {
+                        "corpusId": pc.id,
+                        "textId": row.text_id,
+                        "sourceRefs": [row.ref],
+                        "targetRefs": [row.ref],
+                        "translation": row.text,
+                    }
+                )
+    if train_requested and not pairs:
+        raise InvalidArgument(NO_PAIRS)
+    return ExportPlan(train=train_requested, pairs=pairs, pretranslate_rows=rows, warnings=warnings)
+
+
+def _segments(
+    reader: _FileReader,
+    sides: tuple[MonolingualSource, ...],
+    choose: Callable[[MonolingualSource], TextFilter | None],
+) -> dict[tuple[str, str], _Row]:
+    merged: dict[tuple[str, str], _Row] = {}
+    for corpus in sides:
+        wanted = choose(corpus)
+        if wanted is None:
+            continue
+        for file in corpus.files:
+            for row in reader.rows(file):
+                if row.text.strip() and wanted.admits(row.text_id, row.chapter):
+                    merged.setdefault((row.text_id, row.ref), row)
+    return merged
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check_languages(pc: ParallelSource, engine: Engine, warnings: list[str]) -> None:
+    for side, corpora, engine_code, engine_tag in (
+        ("source", pc.source, engine.source_code, engine.source_language),
+        ("target", pc.target, engine.target_code, engine.target_language),
+    ):
+        for corpus in corpora:
+            try:
+                code = resolve_language(corpus.language).code
+            except ValueError:
+                code = ""
+            if code.split("_")[0] != engine_code.split("_")[0]:
+                warnings.append(
+                    f"parallel corpus {pc.id}: {side} corpus {corpus.id} is in {corpus.language!r}, "
+                    f"the engine's {side} language is {engine_tag!r}"
+                )
+
+
+class _FileReader:
+    """Downloads each store object once and parses it into rows."""
+
+    def __init__(self, store: ModelStore, folder: Path) -> None:
+        self._store = store
+        self._folder = folder
+        self._rows: dict[CorpusFileSource, list[_Row]] = {}
+
+    def rows(self, file: CorpusFileSource) -> list[_Row]:
+        if file not in self._rows:
+            path = self._folder / f"{len(self._rows)}"
+            try:
+                self._store.download_file(file.location, path)
+            except StoreError as e:
+                raise InvalidArgument(f"corpus file {file.location!r} cannot be read: {e}") from None
+            reader = _text_rows if file.format == FileFormat.TEXT else _paratext_rows
+            self._rows[file] = list(reader(path, file.text_id))
+        return self._rows[file]
+
+
+def _text_rows(path: Path, text_id: str) -> Iterator[_Row]:
+    with path.open(encoding="utf-8", errors="replace", newline="") as f:
+        for number, line in enumerate(f, start=1):
+            yield _Row(text_id, f"{text_id}:{number}", None, line.rstrip("\r\n"))
+
+
+def _paratext_rows(path: Path, _text_id: str) -> Iterator[_Row]:
+    from machine.corpora import ParatextBackupTextCorpus
+
+    try:
+        corpus = ParatextBackupTextCorpus(str(path))
+        for row in corpus.get_rows():
+            yield _Row(row.text_id, str(row.ref), row.ref.chapter_num, row.text)
+    except Exception as e:
+        raise InvalidArgument(f"a Paratext file could not be read as a Paratext project: {e}") from None

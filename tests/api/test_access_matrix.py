@@ -1,0 +1,359 @@
+"""Every client endpoint × {no credentials, missing scope, another owner, the owner}.
+
+The tables below must name every REST route of the FastAPI app and every RPC the gRPC server
+offers (read through reflection): a new endpoint fails `test_every_*_is_in_the_table` until it
+gets a row here (or is listed as public / separately authenticated, with the reason).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import grpc
+import httpx
+import pytest
+from google.protobuf import descriptor_pool, empty_pb2, message_factory
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from starlette.routing import BaseRoute, Mount
+
+from serval.admin.v1 import admin_pb2
+from serval.translation.v1 import engine_pb2
+from serval_api.auth import (
+    ADMIN,
+    ALL_SCOPES,
+    CREATE_ENGINES,
+    DELETE_ENGINES,
+    READ_ENGINES,
+    UPDATE_ENGINES,
+)
+from serval_api.rest.app import create_app
+from serval_common.settings import ApiSettings, Settings
+from tests.api.conftest import RunningApi
+from tests.api.endpoints import OTHER_OWNER, OWNER, Grpc, Rest, World
+from tests.helpers import fresh_database
+
+Code: TypeAlias = grpc.StatusCode
+ENGINES = "/api/v1/translation/engines"
+ENGINE = ENGINES + "/{engine_id}"
+ADMIN_PATH = "/api/v1/admin"
+NEW_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
+NOT_BUILT = (409,)
+
+REST_ENDPOINTS: list[Rest] = [
+    Rest("GET", ENGINES, READ_ENGINES, 200),
+    Rest("POST", ENGINES, CREATE_ENGINES, 201, json=NEW_ENGINE),
+    Rest("GET", ENGINE, READ_ENGINES, 200),
+    Rest("PATCH", ENGINE, UPDATE_ENGINES, 200, json={"targetLanguage": "fr"}),
+    Rest("DELETE", ENGINE, DELETE_ENGINES, 200),
+    Rest("GET", ENGINE + "/builds", READ_ENGINES, 200),
+    Rest("POST", ENGINE + "/builds", UPDATE_ENGINES, 201, json={}),
+    Rest("GET", ENGINE + "/builds/{build_id}", READ_ENGINES, 200),
+    Rest("GET", ENGINE + "/current-build", READ_ENGINES, (200, 204)),
+    Rest("POST", ENGINE + "/current-build/cancel", UPDATE_ENGINES, (200, 204)),
+    Rest("POST", ENGINE + "/translate", READ_ENGINES, NOT_BUILT, json="hello"),
+    Rest("POST", ENGINE + "/translate/{n}", READ_ENGINES, NOT_BUILT, json="hello"),
+    Rest("POST", ENGINE + "/get-word-graph", READ_ENGINES, (405, 409), json="hello"),
+    Rest(
+        "POST",
+        ENGINE + "/train-segment",
+        UPDATE_ENGINES,
+        (200, 405, 409),
+        json={"sourceSegment": "a", "targetSegment": "b", "sentenceStart": True},
+    ),
+    Rest("GET", ENGINE + "/model-download-url", READ_ENGINES, (404, 409)),
+    Rest("GET", "/api/v1/status/health", None, (200, 503)),
+    Rest("GET", "/api/v1/translation/engine-types/{engine_type}/queues", READ_ENGINES, 200),
+    Rest("GET", "/api/v1/translation/engine-types/{engine_type}/languages/{language}", READ_ENGINES, 200),
+    Rest("POST", ADMIN_PATH + "/api-keys", ADMIN, 201, json={"owner": "x", "scopes": [READ_ENGINES]}),
+    Rest("GET", ADMIN_PATH + "/api-keys", ADMIN, 200),
+    Rest("DELETE", ADMIN_PATH + "/api-keys/{key_id}", ADMIN, 200),
+    Rest("POST", ADMIN_PATH + "/node-tokens", ADMIN, 201, json={"name": "pool"}),
+    Rest("GET", ADMIN_PATH + "/node-tokens", ADMIN, 200),
+    Rest("DELETE", ADMIN_PATH + "/node-tokens/{token_id}", ADMIN, 200),
+    Rest("GET", ADMIN_PATH + "/nodes", ADMIN, 200),
+]
+
+
+def _files_and_corpora_row(method: str, path: str, scope: str) -> Rest:
+    """A `(method, path under /api/v1, scope)` row of test_rest_files_corpora, with its body."""
+    full = "/api/v1" + path
+    if path.startswith("/files") and method in ("POST", "PATCH"):
+        upload = {"file": ("a.txt", b"a\n", "text/plain")}
+        return Rest(method, full, scope, (200, 201), files=upload, data={"format": "Text"})
+    if "parallel-corpora" in path and method in ("POST", "PATCH"):
+        return Rest(method, full, scope, (200, 201), json=_parallel_corpus_body)
+    if path.startswith("/corpora") and method in ("POST", "PATCH"):
+        return Rest(method, full, scope, (200, 201), json={"language": "en", "files": []})
+    return Rest(method, full, scope, (200, 201))
+
+
+def _parallel_corpus_body(w: World) -> dict[str, list[str]]:
+    return {"sourceCorpusIds": [w.corpus_id], "targetCorpusIds": [w.corpus_id]}
+
+
+try:
+    _files_and_corpora = importlib.import_module("tests.api.test_rest_files_corpora")
+except ModuleNotFoundError as e:
+    if e.name != "tests.api.test_rest_files_corpora":
+        raise
+else:
+    REST_ENDPOINTS += [
+        row if isinstance(row, Rest) else _files_and_corpora_row(*row)
+        for row in _files_and_corpora.FILE_AND_CORPUS_ENDPOINTS
+    ]
+
+PUBLIC_REST = {
+    ("GET", "/api/v1/status/ping"): "liveness probe",
+    ("GET", "/openapi.json"): "API description",
+    ("GET", "/docs"): "API description",
+    ("GET", "/docs/oauth2-redirect"): "API description",
+    ("GET", "/redoc"): "API description",
+    ("GET", "/swagger/v1/swagger.json"): "API description, at Serval's path",
+    ("GET", "/metrics"): "Prometheus scrape",
+    ("GET", "/api/v1/model-downloads/{token}"): "presigned: the URL's signed token is the credential",
+}
+
+
+def _engine_request(message: type[Any], **fields: Any) -> Any:
+    return lambda w: message(engine_type="Nmt", engine_id=w.engine_id, **fields)
+
+
+def _cancel_request(w: World) -> engine_pb2.CancelBuildRequest:
+    assert w.build_id
+    return engine_pb2.CancelBuildRequest(engine_type="Nmt", engine_id=w.engine_id)
+
+
+ENGINE_API = "/serval.translation.v1.TranslationEngineApi/"
+ADMIN_API = "/serval.admin.v1.AdminApi/"
+GRPC_ENDPOINTS: list[Grpc] = [
+    Grpc(
+        ENGINE_API + "Create",
+        CREATE_ENGINES,
+        lambda w: engine_pb2.CreateRequest(engine_type="Nmt", source_language="en", target_language="sw"),
+        owned=False,
+    ),
+    Grpc(ENGINE_API + "Delete", DELETE_ENGINES, _engine_request(engine_pb2.DeleteRequest)),
+    Grpc(
+        ENGINE_API + "Update", UPDATE_ENGINES, _engine_request(engine_pb2.UpdateRequest, target_language="fr")
+    ),
+    Grpc(
+        ENGINE_API + "Translate",
+        READ_ENGINES,
+        _engine_request(engine_pb2.TranslateRequest, segment="hi", n=1),
+        ok=(Code.FAILED_PRECONDITION,),
+    ),
+    Grpc(
+        ENGINE_API + "GetWordGraph",
+        READ_ENGINES,
+        _engine_request(engine_pb2.GetWordGraphRequest, segment="hi"),
+        ok=(Code.FAILED_PRECONDITION, Code.UNIMPLEMENTED),
+    ),
+    Grpc(
+        ENGINE_API + "TrainSegmentPair",
+        UPDATE_ENGINES,
+        _engine_request(engine_pb2.TrainSegmentPairRequest, source_segment="a", target_segment="b"),
+        ok=(Code.OK, Code.FAILED_PRECONDITION, Code.UNIMPLEMENTED),
+    ),
+    Grpc(ENGINE_API + "StartBuild", UPDATE_ENGINES, _engine_request(engine_pb2.StartBuildRequest)),
+    Grpc(
+        ENGINE_API + "CancelBuild",
+        UPDATE_ENGINES,
+        _cancel_request,
+    ),
+    Grpc(
+        ENGINE_API + "GetModelDownloadUrl",
+        READ_ENGINES,
+        _engine_request(engine_pb2.GetModelDownloadUrlRequest),
+        ok=(Code.FAILED_PRECONDITION, Code.ALREADY_EXISTS, Code.NOT_FOUND),
+    ),
+    Grpc(
+        ENGINE_API + "GetQueueSize",
+        READ_ENGINES,
+        lambda w: engine_pb2.GetQueueSizeRequest(engine_type="Nmt"),
+        owned=False,
+    ),
+    Grpc(
+        ENGINE_API + "GetLanguageInfo",
+        READ_ENGINES,
+        lambda w: engine_pb2.GetLanguageInfoRequest(engine_type="Nmt", language="en"),
+        owned=False,
+    ),
+    Grpc(
+        ENGINE_API + "WatchBuild",
+        READ_ENGINES,
+        lambda w: engine_pb2.WatchBuildRequest(engine_type="Nmt", engine_id=w.engine_id, build_id=w.build_id),
+    ),
+    Grpc(
+        ADMIN_API + "CreateApiKey",
+        ADMIN,
+        lambda w: admin_pb2.CreateApiKeyRequest(owner="x", scopes=[READ_ENGINES]),
+        owned=False,
+    ),
+    Grpc(ADMIN_API + "ListApiKeys", ADMIN, lambda w: admin_pb2.ListApiKeysRequest(), owned=False),
+    Grpc(
+        ADMIN_API + "RevokeApiKey", ADMIN, lambda w: admin_pb2.RevokeApiKeyRequest(id=w.key_id), owned=False
+    ),
+    Grpc(
+        ADMIN_API + "CreateNodeToken",
+        ADMIN,
+        lambda w: admin_pb2.CreateNodeTokenRequest(name="pool"),
+        owned=False,
+    ),
+    Grpc(ADMIN_API + "ListNodeTokens", ADMIN, lambda w: empty_pb2.Empty(), owned=False),
+    Grpc(
+        ADMIN_API + "RevokeNodeToken",
+        ADMIN,
+        lambda w: admin_pb2.RevokeNodeTokenRequest(id=w.token_id),
+        owned=False,
+    ),
+    Grpc(ADMIN_API + "ListNodes", ADMIN, lambda w: empty_pb2.Empty(), owned=False),
+]
+
+PUBLIC_GRPC_SERVICES = {
+    "serval.health.v1.HealthApi": "health probe",
+    "grpc.health.v1.Health": "standard health probe",
+    "grpc.reflection.v1alpha.ServerReflection": "API description",
+    "grpc.reflection.v1.ServerReflection": "API description",
+}
+SEPARATELY_AUTHENTICATED_GRPC_SERVICES = {
+    "serval.translation.v1.TranslationPlatformApi": "job tokens: test_platform_api.py, test_jwt.py",
+    "serval.inference.v1.InferenceNodeApi": "node tokens: test_node_protocol.py, test_jwt.py",
+}
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApi]:
+    home: Path = tmp_path_factory.mktemp("access-matrix")
+    with fresh_database(home) as database_url:
+        api = ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0)
+        running = RunningApi(Settings(home=home, database_url=database_url, api=api))
+        try:
+            yield running
+        finally:
+            running.close()
+
+
+@pytest.fixture
+def world(api: RunningApi) -> Iterator[World]:
+    created = World(api)
+    try:
+        yield created
+    finally:
+        created.close()
+
+
+def _rest_routes(routes: list[BaseRoute], prefix: str = "") -> Iterator[tuple[str, str]]:
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _rest_routes(included.routes, prefix + route.include_context.prefix)  # type: ignore[attr-defined]
+        elif isinstance(route, Mount):
+            yield "*", prefix + route.path
+        else:
+            for method in sorted(getattr(route, "methods", None) or {"*"}):
+                if method != "HEAD":
+                    yield method, prefix + route.path  # type: ignore[attr-defined]
+
+
+def test_every_rest_route_is_in_the_table(api: RunningApi) -> None:
+    assert api.service.services is not None
+    routes = set(_rest_routes(create_app(api.service.services).routes))
+    tabled = {row.key for row in REST_ENDPOINTS}
+    assert len(tabled) == len(REST_ENDPOINTS), "a REST route is in the table twice"
+    missing = sorted(routes - tabled - PUBLIC_REST.keys())
+    assert not missing, f"REST routes without a row in the access matrix: {missing}"
+    stale = sorted(tabled - routes)
+    assert not stale, f"rows for REST routes that do not exist: {stale}"
+
+
+def _grpc_methods(api: RunningApi) -> dict[str, list[str]]:
+    database = ProtoReflectionDescriptorDatabase(api.channel)
+    pool = descriptor_pool.DescriptorPool(database)
+    return {
+        name: [f"/{name}/{m.name}" for m in pool.FindServiceByName(name).methods]
+        for name in database.get_services()
+    }
+
+
+def test_every_grpc_method_is_in_the_table(api: RunningApi) -> None:
+    offered = _grpc_methods(api)
+    unknown = sorted(set(offered) - set(PUBLIC_GRPC_SERVICES) - set(SEPARATELY_AUTHENTICATED_GRPC_SERVICES))
+    tabled = {row.method for row in GRPC_ENDPOINTS}
+    assert len(tabled) == len(GRPC_ENDPOINTS), "an RPC is in the table twice"
+    client_methods = {m for name in unknown for m in offered[name]}
+    missing = sorted(client_methods - tabled)
+    assert not missing, f"RPCs without a row in the access matrix: {missing}"
+    stale = sorted(tabled - client_methods)
+    assert not stale, f"rows for RPCs the server does not offer: {stale}"
+
+
+def _client(api: RunningApi, headers: dict[str, str]) -> httpx.Client:
+    return httpx.Client(base_url=api.rest_url, headers=headers, timeout=10)
+
+
+def _without(scope: str) -> tuple[str, ...]:
+    return tuple(s for s in ALL_SCOPES if s != scope)
+
+
+def _owner_scopes(scope: str | None) -> tuple[str, ...]:
+    return (ADMIN,) if scope == ADMIN else ALL_SCOPES
+
+
+@pytest.mark.parametrize("row", REST_ENDPOINTS, ids=lambda r: f"{r.method} {r.path}")
+def test_rest_access(api: RunningApi, world: World, row: Rest) -> None:
+    def call(headers: dict[str, str]) -> httpx.Response:
+        with _client(api, headers) as client:
+            return row.call(world, client)
+
+    anonymous = call({})
+    assert anonymous.status_code == 401, anonymous.text
+    assert call({"X-API-Key": "serval_not-a-key"}).status_code == 401
+    if row.scope is not None:
+        denied = call({"X-API-Key": api.api_key(OWNER, _without(row.scope))})
+        assert denied.status_code == 403, denied.text
+    if row.owned:
+        stranger = call({"X-API-Key": api.api_key(OTHER_OWNER, ALL_SCOPES)})
+        assert stranger.status_code in (403, 404), stranger.text
+    allowed = call({"X-API-Key": api.api_key(OWNER, _owner_scopes(row.scope))})
+    assert allowed.status_code in row.ok_statuses, allowed.text
+
+
+def _invoke(api: RunningApi, row: Grpc, request: Any, metadata: tuple[tuple[str, str], ...]) -> Code:
+    method = descriptor_pool.Default().FindMethodByName(row.method.strip("/").replace("/", "."))
+    response_type = message_factory.GetMessageClass(method.output_type)
+    kind = api.channel.unary_stream if method.server_streaming else api.channel.unary_unary
+    stub = kind(
+        row.method,
+        request_serializer=type(request).SerializeToString,
+        response_deserializer=response_type.FromString,
+    )
+    try:
+        if method.server_streaming:
+            call = stub(request, metadata=metadata, timeout=10)
+            next(iter(call))
+            call.cancel()
+        else:
+            stub(request, metadata=metadata, timeout=10)
+    except grpc.RpcError as e:
+        return e.code()
+    return Code.OK
+
+
+@pytest.mark.parametrize("row", GRPC_ENDPOINTS, ids=lambda r: r.method)
+def test_grpc_access(api: RunningApi, world: World, row: Grpc) -> None:
+    request = row.request(world)
+
+    def code(*metadata: tuple[str, str]) -> Code:
+        return _invoke(api, row, request, metadata)
+
+    assert code() == Code.UNAUTHENTICATED
+    assert code(("x-api-key", "serval_not-a-key")) == Code.UNAUTHENTICATED
+    if row.scope is not None:
+        assert code(("x-api-key", api.api_key(OWNER, _without(row.scope)))) == Code.PERMISSION_DENIED
+    if row.owned:
+        stranger = code(("x-api-key", api.api_key(OTHER_OWNER, ALL_SCOPES)))
+        assert stranger in (Code.NOT_FOUND, Code.PERMISSION_DENIED)
+    assert code(("x-api-key", api.api_key(OWNER, _owner_scopes(row.scope)))) in row.ok

@@ -1,0 +1,60 @@
+"""The migrations build exactly the schema the models describe, on SQLite and PostgreSQL.
+
+When this fails after a model change, regenerate the initial migration: `make migration`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+
+from serval_api.db.database import Database
+from serval_api.db.migrations import context_options, downgrade
+from serval_api.db.models import Base
+
+
+def differences(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection, opts=context_options(connection))
+    return list(compare_metadata(context, Base.metadata))
+
+
+def tables(connection: Connection) -> set[str]:
+    return set(inspect(connection).get_table_names())
+
+
+def test_migrated_database_matches_the_models(database_url: str) -> None:
+    async def check() -> list[Any]:
+        db = Database(database_url)
+        try:
+            await db.migrate()
+            await db.migrate()
+            async with db.engine.connect() as conn:
+                return await conn.run_sync(differences)
+        finally:
+            await db.close()
+
+    assert asyncio.run(check()) == []
+
+
+def test_downgrade_to_base_and_back(database_url: str) -> None:
+    async def check() -> tuple[set[str], set[str]]:
+        db = Database(database_url)
+        try:
+            await db.migrate()
+            async with db.engine.begin() as conn:
+                await conn.run_sync(downgrade)
+            async with db.engine.connect() as conn:
+                emptied = await conn.run_sync(tables)
+            await db.migrate()
+            async with db.engine.connect() as conn:
+                return emptied, await conn.run_sync(tables)
+        finally:
+            await db.close()
+
+    emptied, migrated = asyncio.run(check())
+    assert emptied == {"alembic_version"}
+    assert migrated == set(Base.metadata.tables) | {"alembic_version"}
