@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
 from serval_api.db.database import Database
-from serval_api.db.migrations import context_options, downgrade
+from serval_api.db.migrations import UnmanagedSchema, context_options, downgrade
 from serval_api.db.models import Base
 
 
@@ -58,3 +59,19 @@ def test_downgrade_to_base_and_back(database_url: str) -> None:
     emptied, migrated = asyncio.run(check())
     assert emptied == {"alembic_version"}
     assert migrated == set(Base.metadata.tables) | {"alembic_version"}
+
+
+def test_tables_without_migration_history_are_not_touched(database_url: str) -> None:
+    async def check() -> set[str]:
+        db = Database(database_url)
+        try:
+            async with db.engine.begin() as conn:
+                await conn.execute(text("CREATE TABLE engines (id VARCHAR(64) PRIMARY KEY)"))
+            with pytest.raises(UnmanagedSchema, match="no migration history"):
+                await db.migrate()
+            async with db.engine.connect() as conn:
+                return await conn.run_sync(tables)
+        finally:
+            await db.close()
+
+    assert asyncio.run(check()) == {"engines"}

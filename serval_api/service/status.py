@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 
 from serval_api.auth import READ_ENGINES, Caller
+from serval_api.db.models import EngineType
 from serval_api.db.nodes import count_connected_nodes
 from serval_api.errors import InvalidArgument
 from serval_api.service.context import Services
@@ -49,6 +50,7 @@ def language_info(caller: Caller, engine_type: str, tag: str) -> tuple[str, Lang
 
 
 def queue_size(services: Services, caller: Caller, engine_type: str) -> tuple[str, int]:
+    """Serval's engine-type queue: build jobs waiting to run (echo builds never wait)."""
     caller.require(READ_ENGINES)
     kind = parse_engine_type(engine_type)
-    return kind.value, services.dispatcher.queue_size() + services.launcher.queue_depth()
+    return kind.value, services.launcher.queue_depth() if kind is EngineType.NMT else 0

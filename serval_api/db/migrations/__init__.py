@@ -12,6 +12,7 @@ from typing import Any
 from alembic import command
 from alembic.autogenerate.api import AutogenContext
 from alembic.config import Config
+from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from serval_api.db.models import Base, UtcDateTime
@@ -38,7 +39,19 @@ def context_options(connection: Connection) -> dict[str, Any]:
     }
 
 
+class UnmanagedSchema(RuntimeError):
+    """The database has tables but no migration history, so upgrading could destroy data."""
+
+
 def upgrade(connection: Connection, revision: str = "head") -> None:
+    tables = set(inspect(connection).get_table_names())
+    if tables and "alembic_version" not in tables:
+        raise UnmanagedSchema(
+            f"the database at {connection.engine.url.render_as_string()} has tables "
+            f"({', '.join(sorted(tables)[:5])}…) but no migration history (alembic_version): it was made "
+            "by a pre-release build or another program. Back it up and point SERVAL_DATABASE_URL at an "
+            "empty database, or remove the file to start afresh."
+        )
     command.upgrade(alembic_config(connection), revision)
 
 
