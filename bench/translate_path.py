@@ -1,7 +1,9 @@
-"""Translate throughput and latency: the full path (client → API service → node) over gRPC,
-side by side with CTranslate2 called directly on the same model, verses and thread settings.
+"""Translate throughput and latency: the full path (client → API service → node) over gRPC at
+1, 8 and 32 concurrent clients, side by side with CTranslate2 called directly on the same model,
+verses and thread settings, with the batch sizes the node's micro-batcher formed (read from the
+node's own Prometheus metrics).
 
-Run by hand (never as a timed test):  .venv/bin/python bench/translate_path.py [--sentences 64]
+Run by hand (never as a timed test):  .venv/bin/python bench/translate_path.py [--sentences 96]
 It reuses the tiny base model of `serval demo` (building it first if needed) and starts its own
 API service and node on free loopback ports. Results are printed and written as JSON.
 """
@@ -13,11 +15,13 @@ import json
 import statistics
 import tempfile
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ctranslate2
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from inference_gpu.nllb import NllbTokenizer
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
@@ -26,7 +30,7 @@ from serval_cli.bootstrap import create_credentials
 from serval_cli.corpus import demo_pairs
 from serval_cli.demo import BASE_MODEL, ensure_base_model
 from serval_common.manifest import fetch_folder
-from serval_common.settings import NodeSettings, Settings
+from serval_common.settings import NodeSettings, Settings, StoreSettings
 from serval_common.store import store_from_settings
 
 
@@ -50,6 +54,41 @@ def direct(model_dir: Path, sentences: list[str]) -> dict[str, float]:
     elapsed = time.perf_counter() - started
     tokens = sum(len(r.hypotheses[0]) - 1 for r in results)
     return {"sentences_per_s": len(sentences) / elapsed, "tokens_per_s": tokens / elapsed}
+
+
+def batch_histogram(metrics_url: str) -> dict[float, float]:
+    """Cumulative `serval_node_batch_size` bucket counts: upper bound → batches of at most that size."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "serval_node_batch_size":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket"):
+                    buckets[float(sample.labels["le"])] = (
+                        buckets.get(float(sample.labels["le"]), 0) + sample.value
+                    )
+    return buckets
+
+
+def batch_distribution(before: dict[float, float], after: dict[float, float]) -> tuple[str, int]:
+    """Batches per size bucket during one scenario, and the number of backend calls."""
+    bounds = sorted(after)
+    cumulative = [after[b] - before.get(b, 0) for b in bounds]
+    counts = [c - (cumulative[i - 1] if i else 0) for i, c in enumerate(cumulative)]
+    calls = int(cumulative[-1]) if cumulative else 0
+    parts: list[str] = []
+    low = 1.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count:
+            label = (
+                f"{low:g}"
+                if low == bound
+                else (f"{low:g}-{bound:g}" if bound != float("inf") else f">{low - 1:g}")
+            )
+            parts.append(f"{label}:{int(count)}")
+        low = bound + 1
+    return " ".join(parts), calls
 
 
 def full_path(
@@ -88,7 +127,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sentences", type=int, default=64)
+    parser.add_argument("--sentences", type=int, default=96)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--home", type=Path, default=Path(".serval"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/translate_path.json"))
     args = parser.parse_args()
@@ -102,7 +142,7 @@ def main() -> None:
         )
         baseline = direct(model_dir, sentences)
         home = Path(tmp) / "home"
-        settings = Settings(home=home, store={"url": shared.resolved_store_url})
+        settings = Settings(home=home, store=StoreSettings(url=shared.resolved_store_url))
         api_key, node_token = create_credentials(settings, "bench")
         grpc_port, rest_port = processes.free_port(), processes.free_port()
         env = {"SERVAL_STORE__URL": shared.resolved_store_url, "SERVAL_LOG_LEVEL": "WARNING"}
@@ -111,11 +151,13 @@ def main() -> None:
             home / "api.log",
             env,
         )
+        metrics_port = processes.free_port()
         node = processes.start(
             ["node", "--home", str(home), "--api-address", f"127.0.0.1:{grpc_port}"],
             home / "node.log",
-            {**env, "SERVAL_NODE__TOKEN": node_token},
+            {**env, "SERVAL_NODE__TOKEN": node_token, "SERVAL_NODE__METRICS_PORT": str(metrics_port)},
         )
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         try:
             rest = processes.RestClient(f"http://127.0.0.1:{rest_port}", api_key)
             rest.wait_until_up(api)
@@ -134,10 +176,14 @@ def main() -> None:
                 )
                 build = payload if code == 200 else build
             rows = {"direct (CTranslate2 translate_batch)": baseline}
-            for clients in (1, 8):
-                rows[f"full path, gRPC, {clients} clients"] = full_path(
-                    f"127.0.0.1:{grpc_port}", api_key, engine["id"], sentences, clients
-                )
+            for clients in args.clients:
+                before = batch_histogram(metrics_url)
+                row = full_path(f"127.0.0.1:{grpc_port}", api_key, engine["id"], sentences, clients)
+                distribution, calls = batch_distribution(before, batch_histogram(metrics_url))
+                row["backend_calls"] = calls
+                row["mean_batch"] = len(sentences) / calls if calls else 0.0
+                row["batches"] = distribution  # type: ignore[assignment]
+                rows[f"full path, gRPC, {clients} clients"] = row
         finally:
             processes.stop(node)
             processes.stop(api)

@@ -43,6 +43,10 @@ class BatchStats:
     sizes: Counter[int] = field(default_factory=Counter)
 
 
+BatchObserver = Callable[[list[float], float, list[Res]], None]
+"""Called after each successful batch with each item's queue wait, the backend seconds and the results."""
+
+
 class MicroBatcher(Generic[Req, Res]):
     def __init__(
         self,
@@ -60,6 +64,7 @@ class MicroBatcher(Generic[Req, Res]):
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_ms / 1000
         self.on_batch = on_batch
+        self.on_result: BatchObserver[Res] | None = None
         self.stats = BatchStats()
         self._queues: dict[Hashable, deque[_Item[Req, Res]]] = {}
         self._concurrency = concurrency
@@ -196,9 +201,13 @@ class MicroBatcher(Generic[Req, Res]):
             if self.on_batch is not None:
                 self.on_batch(len(batch))
             requests = [item.request for item in batch]
+            started = loop.time()
             results = await loop.run_in_executor(self._executor, self._run_batch, requests)
             if len(results) != len(batch):
                 raise RuntimeError(f"the backend answered {len(results)} of {len(batch)} requests")
+            if self.on_result is not None:
+                waits = [started - item.queued_at for item in batch]
+                self.on_result(waits, loop.time() - started, results)
         except Exception as exc:
             for future in futures:
                 _fail(future, exc)

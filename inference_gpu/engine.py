@@ -10,6 +10,7 @@ from inference_gpu.backends import Backend, Hypothesis, TranslateRequest, backen
 from inference_gpu.batcher import MicroBatcher
 from inference_gpu.nllb import EncodedSource, NllbTokenizer
 from inference_gpu.results import build_result
+from inference_gpu.word_graph import build_word_graph
 from serval.translation.v1 import engine_pb2
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
@@ -56,10 +57,12 @@ class LoadedModel:
         return self.backend.size_bytes
 
     def prepare(
-        self, segment: str, n: int, source_code: str, target_code: str
+        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
     ) -> tuple[EncodedSource, TranslateRequest]:
         """Tokenize and check one segment. n > 1 asks for the whole beam so that n distinct
-        translations remain after merging hypotheses that differ only in their pieces."""
+        translations remain after merging hypotheses that differ only in their pieces. A
+        non-blank `prefix` (target text the user typed) is forced as the start of every
+        hypothesis."""
         if n < 1:
             raise ValueError("n must be at least 1")
         if not segment.strip():
@@ -73,24 +76,26 @@ class LoadedModel:
         beam_size = max(self.settings.beam_size, n)
         request = TranslateRequest(
             source=source.tokens,
-            target_prefix=[target_code],
+            target_prefix=[target_code, *self.tokenizer.encode_target(prefix)]
+            if prefix.strip()
+            else [target_code],
             num_hypotheses=1 if n == 1 else beam_size,
             beam_size=beam_size,
         )
         return source, request
 
     async def hypotheses(
-        self, segment: str, n: int, source_code: str, target_code: str
+        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
     ) -> tuple[EncodedSource, list[Hypothesis]]:
         """The backend's hypotheses for a segment, best first."""
-        source, request = self.prepare(segment, n, source_code, target_code)
+        source, request = self.prepare(segment, n, source_code, target_code, prefix)
         return source, await self.batcher.submit(request)
 
     async def translate(
-        self, segment: str, n: int, source_code: str, target_code: str
+        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
     ) -> list[engine_pb2.TranslationResult]:
-        """Up to n distinct translations, best first."""
-        source, hypotheses = await self.hypotheses(segment, n, source_code, target_code)
+        """Up to n distinct translations, best first; with a `prefix`, each one starts with it."""
+        source, hypotheses = await self.hypotheses(segment, n, source_code, target_code, prefix)
         results: list[engine_pb2.TranslationResult] = []
         seen: set[tuple[str, ...]] = set()
         for hypothesis in hypotheses:
@@ -102,6 +107,11 @@ class LoadedModel:
             if len(results) == n:
                 break
         return results
+
+    async def word_graph(self, segment: str, source_code: str, target_code: str) -> engine_pb2.WordGraph:
+        """The lattice of the whole beam's hypotheses (see `inference_gpu.word_graph`)."""
+        source, hypotheses = await self.hypotheses(segment, self.settings.beam_size, source_code, target_code)
+        return build_word_graph(source, [(self.tokenizer.decode(h.tokens), h) for h in hypotheses])
 
     async def close(self, *, drain: bool = True) -> None:
         """Stop taking requests, answer (or fail) the queued ones, then free the model."""

@@ -235,6 +235,10 @@ class NllbTokenizer:
             piece_words=_fill_owners(owners),
         )
 
+    def encode_target(self, text: str) -> list[str]:
+        """The pieces of target-language text as typed (a prefix to force); no special tokens."""
+        return [str(piece) for piece in self._sp.encode(text, out_type=str)]
+
     def decode(self, pieces: list[str]) -> DecodedTarget:
         """Merge target pieces (language code already stripped) into words. Special tokens
         contribute no text; a piece that is only a word boundary belongs to the next word."""

@@ -2,7 +2,10 @@
 answers work items, and drains on SIGTERM.
 
 One `ApiLink` per API address keeps one node session alive, redialing with exponential backoff
-and jitter whenever the stream drops, and re-announcing the models already held.
+and jitter whenever the stream drops, and re-announcing the models already held. An address whose
+host name resolves to several addresses (one per API replica, e.g. a headless Kubernetes
+service) gets one link per resolved address; names are re-resolved every
+`node.resolve_interval_s` to pick up new replicas.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from inference_gpu.engine import InputTooLong
+from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_common.manifest import ManifestError
@@ -41,10 +45,12 @@ class InferenceNode:
         self.settings = settings
         self.node_id = settings.node.node_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         store = store_from_settings(settings)
-        self.models = ModelManager(settings, store)
+        device = self.device_info()
+        self.metrics = NodeMetrics(device_kind=device.kind, device_index=device.index)
+        self.models = ModelManager(settings, store, self.metrics)
         self.draining = False
         self.in_flight: dict[str, asyncio.Task[None]] = {}
-        self.links = [ApiLink(self, address) for address in settings.node.api_addresses]
+        self.links = [ApiLink(self, address) for address in resolve_addresses(settings.node.api_addresses)]
         self.models.listeners.append(self._broadcast_status)
 
     def device_info(self) -> node_pb2.DeviceInfo:
@@ -73,7 +79,10 @@ class InferenceNode:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if self.settings.node.metrics_port:
+            self.metrics.serve(self.settings.node.metrics_port, self.settings.node.metrics_host)
         tasks = [asyncio.create_task(link.run()) for link in self.links]
+        tasks.append(asyncio.create_task(self._resolve_loop(tasks)))
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
         try:
@@ -86,6 +95,19 @@ class InferenceNode:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.models.close()
+
+    async def _resolve_loop(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Add a link for every API address that a name newly resolves to."""
+        while True:
+            await asyncio.sleep(self.settings.node.resolve_interval_s)
+            known = {link.address for link in self.links}
+            addresses = await asyncio.to_thread(resolve_addresses, self.settings.node.api_addresses)
+            for address in addresses:
+                if address not in known and not self.draining:
+                    log.info("new API service address", extra={"api": address})
+                    link = ApiLink(self, address)
+                    self.links.append(link)
+                    tasks.append(asyncio.create_task(link.run()))
 
     async def drain(self) -> None:
         """Refuse new work, finish what is in flight, say goodbye."""
@@ -115,8 +137,16 @@ class InferenceNode:
             return _error(item, node_pb2.WORK_ERROR_CODE_OVERLOADED, "the node is draining")
         try:
             model = await self.models.get(item.model)
+            if item.WhichOneof("operation") == "word_graph":
+                graph_op = item.word_graph
+                graph = await model.word_graph(
+                    graph_op.segment, graph_op.source_language, graph_op.target_language
+                )
+                return node_pb2.WorkResult(request_id=item.request_id, word_graph=graph)
             op = item.translate
-            results = await model.translate(op.segment, max(1, op.n), op.source_language, op.target_language)
+            results = await model.translate(
+                op.segment, max(1, op.n), op.source_language, op.target_language, op.target_prefix
+            )
         except (InputTooLong, ValueError) as exc:
             return _error(item, node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT, str(exc))
         except (ManifestError, StoreError) as exc:
@@ -129,9 +159,16 @@ class InferenceNode:
         )
 
     def start_work(self, link: ApiLink, item: node_pb2.WorkItem) -> None:
+        location = item.model.location
+        self.models.hold(location)
         task = asyncio.create_task(self.handle_work(link, item))
         self.in_flight[item.request_id] = task
-        task.add_done_callback(lambda _: self.in_flight.pop(item.request_id, None))
+
+        def done(_: asyncio.Task[None]) -> None:
+            self.in_flight.pop(item.request_id, None)
+            self.models.release(location)
+
+        task.add_done_callback(done)
 
     def cancel_work(self, request_id: str) -> None:
         task = self.in_flight.get(request_id)
@@ -242,7 +279,9 @@ class ApiLink:
                 self._loads.add(task)
                 task.add_done_callback(self._loads.discard)
             elif kind == "unload_model":
-                await self.node.models.unload(message.unload_model.model)
+                task = asyncio.create_task(self.node.models.unload(message.unload_model.model))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
             elif kind == "cancel":
                 self.node.cancel_work(message.cancel.request_id)
             elif kind == "drain":
@@ -267,6 +306,24 @@ class ApiLink:
         while True:
             self.send_heartbeat()
             await asyncio.sleep(self.heartbeat_interval_s)
+
+
+def resolve_addresses(addresses: list[str]) -> list[str]:
+    """Each `host:port` as every address its host resolves to; unresolvable ones stay as given
+    (the link's redial reports the failure)."""
+    resolved: list[str] = []
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        try:
+            infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+        except (OSError, ValueError):
+            infos = []
+        ips: list[str | None] = [str(info[4][0]) for info in infos] or [None]
+        for ip in ips:
+            one = address if ip is None else f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+            if one not in resolved:
+                resolved.append(one)
+    return resolved
 
 
 def _error(item: node_pb2.WorkItem, code: int, message: str) -> node_pb2.WorkResult:

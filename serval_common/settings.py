@@ -67,6 +67,16 @@ class NodeSettings(BaseModel):
     beam_size: int = 4
     max_input_tokens: int = 256
     max_decoding_length: int = 256
+    memory_budget_bytes: int = Field(
+        default=0,
+        description="Most bytes of models (their files' size) held at once; before a load that "
+        "would exceed it, the least recently used idle models are unloaded. 0 = unlimited.",
+    )
+    metrics_port: int = Field(default=0, description="Serve Prometheus metrics on this port; 0 = off.")
+    metrics_host: str = "127.0.0.1"
+    resolve_interval_s: float = Field(
+        default=30.0, description="How often API addresses are re-resolved to find new replicas."
+    )
 
 
 class JobSettings(BaseModel):

@@ -29,7 +29,8 @@ class TranslateRequest:
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """One hypothesis, target prefix stripped, best first within a request.
+    """One hypothesis, target language code stripped (a typed prefix's pieces kept), best first
+    within a request.
 
     `log_probs[i]` is the log-probability of `tokens[i]`; `eos_log_prob` that of the end token
     after them (None when decoding stopped at the length limit). `attention[i]` is `tokens[i]`'s attention over all source tokens (language code

@@ -144,9 +144,10 @@ def to_hypothesis(
     finished: bool = True,
 ) -> Hypothesis:
     """A CTranslate2 hypothesis (which starts with the target prefix), its attention, and the
-    `score_batch` log-probabilities of its tokens followed by `</s>`. `finished` is False when
-    decoding stopped at the length limit rather than on `</s>`."""
-    skip = len(prefix) if tokens[: len(prefix)] == prefix else 0
+    `score_batch` log-probabilities of its tokens followed by `</s>`. Only the prefix's language
+    code is stripped: the pieces of a typed prefix stay, so the result reads as a whole sentence.
+    `finished` is False when decoding stopped at the length limit rather than on `</s>`."""
+    skip = 1 if prefix and tokens[:1] == prefix[:1] else 0
     end = len(tokens)
     return Hypothesis(
         tokens=list(tokens[skip:]),

@@ -6,7 +6,19 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, TypeDecorator, text
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -189,3 +201,21 @@ class ParallelCorpus(Base):
     source_corpus_ids: Mapped[list[Any]] = mapped_column(JSON)
     target_corpus_ids: Mapped[list[Any]] = mapped_column(JSON)
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TrainSegment(Base):
+    """A human translation sent with train-segment: it answers an exact (normalized) match of its
+    source at once and joins the engine's next build as training data."""
+
+    __tablename__ = "train_segments"
+    __table_args__ = (UniqueConstraint("engine_id", "source_key", name="one_train_segment_per_source"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    engine_id: Mapped[str] = mapped_column(ForeignKey("engines.id", ondelete="CASCADE"), index=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    source_key: Mapped[str] = mapped_column(String(64))
+    source_segment: Mapped[str] = mapped_column(Text)
+    target_segment: Mapped[str] = mapped_column(Text)
+    sentence_start: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -73,13 +73,27 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
 
         return await run_call(context, call)
 
+    async def TranslatePrefix(
+        self, request: engine_pb2.TranslatePrefixRequest, context: Context
+    ) -> engine_pb2.TranslateResponse:
+        async def call() -> engine_pb2.TranslateResponse:
+            caller = await caller_of(self._services, context)
+            results = await translation.translate_prefix(
+                self._services, caller, request.engine_id, request.segment, request.prefix, request.n or 1
+            )
+            return engine_pb2.TranslateResponse(results=results)
+
+        return await run_call(context, call)
+
     async def GetWordGraph(
         self, request: engine_pb2.GetWordGraphRequest, context: Context
     ) -> engine_pb2.GetWordGraphResponse:
         async def call() -> engine_pb2.GetWordGraphResponse:
             caller = await caller_of(self._services, context)
-            await translation.get_word_graph(self._services, caller, request.engine_id, request.segment)
-            return engine_pb2.GetWordGraphResponse()
+            graph = await translation.get_word_graph(
+                self._services, caller, request.engine_id, request.segment
+            )
+            return engine_pb2.GetWordGraphResponse(word_graph=graph)
 
         return await run_call(context, call)
 
@@ -88,7 +102,14 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
     ) -> empty_pb2.Empty:
         async def call() -> empty_pb2.Empty:
             caller = await caller_of(self._services, context)
-            await translation.train_segment(self._services, caller, request.engine_id)
+            await translation.train_segment(
+                self._services,
+                caller,
+                request.engine_id,
+                request.source_segment,
+                request.target_segment,
+                request.sentence_start,
+            )
             return empty_pb2.Empty()
 
         return await run_call(context, call)

@@ -112,6 +112,31 @@ class TranslationResult(Model):
     phrases: list[Phrase]
 
 
+class WordGraphArc(Model):
+    prev_state: int
+    next_state: int
+    score: float
+    target_tokens: list[str]
+    confidences: list[float]
+    source_segment_start: int
+    source_segment_end: int
+    alignment: list[AlignedWordPair]
+    sources: list[list[str]]
+
+
+class WordGraph(Model):
+    source_tokens: list[str]
+    initial_state_score: float
+    final_states: list[int]
+    arcs: list[WordGraphArc]
+
+
+class PrefixRequest(Model):
+    segment: str
+    prefix: str
+    n: int = 1
+
+
 class SegmentPair(Model):
     source_segment: str
     target_segment: str
@@ -214,5 +239,30 @@ def result_dto(result: engine_pb2.TranslationResult) -> TranslationResult:
                 target_segment_cut=p.target_segment_cut,
             )
             for p in result.phrases
+        ],
+    )
+
+
+def word_graph_dto(graph: engine_pb2.WordGraph) -> WordGraph:
+    return WordGraph(
+        source_tokens=list(graph.source_tokens),
+        initial_state_score=graph.initial_state_score,
+        final_states=list(graph.final_states),
+        arcs=[
+            WordGraphArc(
+                prev_state=arc.prev_state,
+                next_state=arc.next_state,
+                score=arc.score,
+                target_tokens=list(arc.target_tokens),
+                confidences=list(arc.confidences),
+                source_segment_start=arc.source_segment_start,
+                source_segment_end=arc.source_segment_end,
+                alignment=[
+                    AlignedWordPair(source_index=a.source_index, target_index=a.target_index)
+                    for a in arc.alignment
+                ],
+                sources=[[_SOURCE_NAMES.get(v, "Primary") for v in s.values] for s in arc.sources],
+            )
+            for arc in graph.arcs
         ],
     )

@@ -2,11 +2,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Response
 
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.openapi import errors
-from serval_api.rest.protocol import SegmentPair, TranslationResult, result_dto
+from serval_api.rest.protocol import (
+    PrefixRequest,
+    SegmentPair,
+    TranslationResult,
+    WordGraph,
+    result_dto,
+    word_graph_dto,
+)
 from serval_api.service import translation
 
 router = APIRouter(prefix="/api/v1/translation/engines/{engine_id}", tags=["Translation Engines"])
@@ -40,11 +47,37 @@ async def translate_n(
     return [result_dto(r) for r in results]
 
 
-@router.post("/get-word-graph", responses=errors(405, 409, 413, 503))
-async def get_word_graph(engine_id: str, segment: Segment, services: ServicesDep, caller: CallerDep) -> None:
-    await translation.get_word_graph(services, caller, engine_id, segment)
+@router.post(
+    "/translate-prefix",
+    response_model=list[TranslationResult],
+    response_model_exclude_none=True,
+    responses=errors(405, 409, 413, 503),
+)
+async def translate_prefix(
+    engine_id: str, body: PrefixRequest, services: ServicesDep, caller: CallerDep
+) -> list[TranslationResult]:
+    results = await translation.translate_prefix(
+        services, caller, engine_id, body.segment, body.prefix, body.n
+    )
+    return [result_dto(r) for r in results]
 
 
-@router.post("/train-segment", responses=errors(405, 409, 503))
-async def train_segment(engine_id: str, pair: SegmentPair, services: ServicesDep, caller: CallerDep) -> None:
-    await translation.train_segment(services, caller, engine_id)
+@router.post("/get-word-graph", response_model=WordGraph, responses=errors(405, 409, 413, 503))
+async def get_word_graph(
+    engine_id: str, segment: Segment, services: ServicesDep, caller: CallerDep
+) -> WordGraph:
+    return word_graph_dto(await translation.get_word_graph(services, caller, engine_id, segment))
+
+
+@router.post(
+    "/train-segment",
+    response_class=Response,
+    responses={200: {"description": "The pair is stored; the body is empty"}, **errors(409, 413)},
+)
+async def train_segment(
+    engine_id: str, pair: SegmentPair, services: ServicesDep, caller: CallerDep
+) -> Response:
+    await translation.train_segment(
+        services, caller, engine_id, pair.source_segment, pair.target_segment, pair.sentence_start
+    )
+    return Response(status_code=200)

@@ -6,17 +6,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from serval.inference.v1 import node_pb2
 from serval_api.routing.session import NodeSession
 
 log = logging.getLogger(__name__)
 
+ModelStateListener = Callable[[NodeSession, node_pb2.ModelStatus], None]
+
 
 class NodeRegistry:
     def __init__(self) -> None:
         self._sessions: dict[str, NodeSession] = {}
         self._changed = asyncio.Condition()
+        self.listeners: list[ModelStateListener] = []
 
     def sessions(self) -> list[NodeSession]:
         return [s for s in self._sessions.values() if not s.closed]
@@ -64,3 +68,5 @@ class NodeRegistry:
                 "detail": status.message,
             },
         )
+        for listener in self.listeners:
+            listener(session, status)

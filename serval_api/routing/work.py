@@ -26,3 +26,15 @@ class TranslateWork:
     target_language: str
     segment: str
     n: int = 1
+    prefix: str = ""
+    """Target text the user typed; every result starts with it."""
+
+
+@dataclass(frozen=True)
+class WordGraphWork:
+    """The word graph of one segment with one model revision."""
+
+    model: ModelKey
+    source_language: str
+    target_language: str
+    segment: str

@@ -10,7 +10,7 @@ from serval.translation.v1 import engine_pb2
 from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
-from serval_api.routing.work import TranslateWork
+from serval_api.routing.work import TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
 from serval_common.settings import Settings
 
@@ -22,7 +22,14 @@ class TranslationDispatcher(Protocol):
         self, work: TranslateWork, *, request_id: str, timeout_s: float
     ) -> list[engine_pb2.TranslationResult]: ...
 
+    async def word_graph(
+        self, work: WordGraphWork, *, request_id: str, timeout_s: float
+    ) -> engine_pb2.WordGraph: ...
+
     def queue_size(self) -> int: ...
+
+    def revision_published(self, engine_id: str, revision: int) -> None:
+        """An engine's current model revision changed: nodes may load it ahead of requests."""
 
 
 @dataclass

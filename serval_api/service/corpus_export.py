@@ -8,7 +8,8 @@
 Segments are keyed by (textId, ref). A Text file's ref is `{textId}:{lineNumber}` (1-based);
 a Paratext zip's text ids are book ids and its refs verse references (`MAT 1:1`), read with
 SIL's `sil-machine`. Several corpora on one side merge, the first non-empty segment winning;
-a pair needs a non-empty segment on both sides.
+a pair needs a non-empty segment on both sides. The engine's train-segment pairs follow the
+corpora's (a build may train on them alone) unless `trainOn` is empty, an inference-only build.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import Caller
 from serval_api.db.models import Corpus, DataFile, Engine, ParallelCorpus
 from serval_api.errors import InvalidArgument
+from serval_api.service import train_segments
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 from serval_api.service.files import FileFormat, contents_key, model_store
@@ -94,10 +96,12 @@ class ExportPlan:
     pairs: list[tuple[str, str]]
     pretranslate_rows: list[dict[str, Any]]
     warnings: list[str]
+    train_segment_count: int = 0
 
     def execution_data(self, engine: Engine) -> dict[str, Any]:
         return {
             "trainCount": len(self.pairs),
+            "trainSegmentCount": self.train_segment_count,
             "pretranslateCount": len(self.pretranslate_rows),
             "warnings": self.warnings,
             "engineSourceLanguageTag": engine.source_language,
@@ -150,8 +154,9 @@ async def plan_build(
             corpora = _stored_sources(stored, records, files, train_on, pretranslate)
         else:
             corpora = [await _owned_locations(s, caller, pc) for pc in corpora]
+        segment_pairs = await train_segments.training_pairs(s, engine_id) if train_on != [] else []
     store = model_store(services.settings)
-    return await asyncio.to_thread(_collect, store, corpora, engine)
+    return await asyncio.to_thread(_collect, store, corpora, engine, segment_pairs)
 
 
 async def write_build_files(services: Services, build_id: str, plan: ExportPlan) -> None:
@@ -288,8 +293,14 @@ def _stored_sources(
     return result
 
 
-def _collect(store: ModelStore, corpora: list[ParallelSource], engine: Engine) -> ExportPlan:
-    """Blocking: read every file once and pair the segments."""
+def _collect(
+    store: ModelStore,
+    corpora: list[ParallelSource],
+    engine: Engine,
+    segment_pairs: list[tuple[str, str]],
+) -> ExportPlan:
+    """Blocking: read every file once and pair the segments; the engine's train-segment pairs
+    follow the corpora's."""
     warnings: list[str] = []
     pairs: list[tuple[str, str]] = []
     rows: list[dict[str, Any]] = []
@@ -321,9 +332,16 @@ def _collect(store: ModelStore, corpora: list[ParallelSource], engine: Engine) -
                         "translation": row.text,
                     }
                 )
+    pairs.extend(segment_pairs)
     if train_requested and not pairs:
         raise InvalidArgument(NO_PAIRS)
-    return ExportPlan(train=train_requested, pairs=pairs, pretranslate_rows=rows, warnings=warnings)
+    return ExportPlan(
+        train=train_requested or bool(segment_pairs),
+        pairs=pairs,
+        pretranslate_rows=rows,
+        warnings=warnings,
+        train_segment_count=len(segment_pairs),
+    )
 
 
 def _segments(

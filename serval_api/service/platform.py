@@ -88,7 +88,9 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
         engine.corpus_size = corpus_size
         engine.confidence = confidence
 
-    await _report(services, build_id, "build completed", change)
+    build = await _report(services, build_id, "build completed", change)
+    if build is not None and build.state == BuildState.COMPLETED.value and build.target_model_revision:
+        services.dispatcher.revision_published(build.engine_id, build.target_model_revision)
 
 
 async def update_execution_data(services: Services, build_id: str, data: dict[str, Any]) -> None:
@@ -138,7 +140,7 @@ async def _report(
     change: Callable[[Build, Engine], None],
     *,
     level: int = logging.INFO,
-) -> None:
+) -> Build | None:
     build = await apply_job_change(services, build_id, change)
     if build is not None:
         log.log(
@@ -146,6 +148,7 @@ async def _report(
             event,
             extra={"build_id": build_id, "engine_id": build.engine_id, "state": build.state},
         )
+    return build
 
 
 async def job_exited(services: Services, build_id: str, exit_code: int, log_tail: str) -> None:

@@ -9,8 +9,9 @@ import uuid
 from serval.translation.v1 import common_pb2, engine_pb2
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Engine, EngineType
-from serval_api.errors import InvalidArgument, NotBuilt, NotSupported, PayloadTooLarge
-from serval_api.routing.work import ModelKey, TranslateWork
+from serval_api.errors import InvalidArgument, NotBuilt, PayloadTooLarge
+from serval_api.routing.work import ModelKey, TranslateWork, WordGraphWork
+from serval_api.service import train_segments
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 
@@ -35,6 +36,10 @@ async def translate(
     if not 1 <= n <= limits.max_n_best:
         raise InvalidArgument(f"n must be between 1 and {limits.max_n_best}, not {n}")
     _require_built(engine)
+    async with services.db.session() as s:
+        human = await train_segments.find_target(s, engine_id, segment)
+    if human is not None:
+        return [human_result(segment, human)]
     if engine.type == EngineType.ECHO:
         return [echo_result(segment)] * n
     request_id = uuid.uuid4().hex
@@ -51,18 +56,133 @@ async def translate(
     )
 
 
-async def get_word_graph(services: Services, caller: Caller, engine_id: str, segment: str) -> None:
+async def translate_prefix(
+    services: Services, caller: Caller, engine_id: str, segment: str, prefix: str, n: int = 1
+) -> list[engine_pb2.TranslationResult]:
+    """Up to n translations that start with `prefix`, the target text the user typed."""
+    engine = await _engine_for_segment(services, caller, engine_id, segment + prefix)
+    limits = services.settings.api
+    if not 1 <= n <= limits.max_n_best:
+        raise InvalidArgument(f"n must be between 1 and {limits.max_n_best}, not {n}")
+    if engine.type == EngineType.ECHO:
+        return [echo_result(segment)] * n
+    work = TranslateWork(
+        model=ModelKey(engine.id, engine.model_revision),
+        source_language=engine.source_code,
+        target_language=engine.target_code,
+        segment=segment,
+        n=n,
+        prefix=prefix,
+    )
+    return await services.dispatcher.translate(
+        work, request_id=uuid.uuid4().hex, timeout_s=limits.request_timeout_s
+    )
+
+
+async def get_word_graph(
+    services: Services, caller: Caller, engine_id: str, segment: str
+) -> engine_pb2.WordGraph:
+    engine = await _engine_for_segment(services, caller, engine_id, segment)
+    if engine.type == EngineType.ECHO:
+        return echo_word_graph(segment)
+    work = WordGraphWork(
+        model=ModelKey(engine.id, engine.model_revision),
+        source_language=engine.source_code,
+        target_language=engine.target_code,
+        segment=segment,
+    )
+    return await services.dispatcher.word_graph(
+        work, request_id=uuid.uuid4().hex, timeout_s=services.settings.api.request_timeout_s
+    )
+
+
+async def _engine_for_segment(services: Services, caller: Caller, engine_id: str, text: str) -> Engine:
+    """The caller's built engine, once `text` (everything the client sent) is checked."""
     caller.require(READ_ENGINES)
+    limit = services.settings.api.max_segment_chars
     async with services.db.session() as s:
-        await owned_engine(s, caller, engine_id)
-    raise NotSupported("word graphs are not supported yet")
+        engine = await owned_engine(s, caller, engine_id)
+    if not text.strip():
+        raise InvalidArgument("the segment is empty")
+    if len(text) > limit:
+        raise PayloadTooLarge(f"the segment has {len(text)} characters; the limit is {limit}")
+    _require_built(engine)
+    return engine
 
 
-async def train_segment(services: Services, caller: Caller, engine_id: str) -> None:
+def echo_word_graph(segment: str) -> engine_pb2.WordGraph:
+    """One path through the segment's words, each copied with confidence 1."""
+    words = _WORDS.findall(segment)
+    primary = engine_pb2.TranslationSources(values=[engine_pb2.TRANSLATION_SOURCE_PRIMARY])
+    return engine_pb2.WordGraph(
+        source_tokens=words,
+        final_states=[len(words)],
+        arcs=[
+            engine_pb2.WordGraphArc(
+                prev_state=i,
+                next_state=i + 1,
+                target_tokens=[word],
+                confidences=[1.0],
+                source_segment_start=i,
+                source_segment_end=i + 1,
+                alignment=[common_pb2.AlignedWordPair(source_index=0, target_index=0)],
+                sources=[primary],
+            )
+            for i, word in enumerate(words)
+        ],
+    )
+
+
+async def train_segment(
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    source_segment: str,
+    target_segment: str,
+    sentence_start: bool = True,
+) -> None:
     caller.require(UPDATE_ENGINES)
+    limit = services.settings.api.max_segment_chars
     async with services.db.session() as s:
-        await owned_engine(s, caller, engine_id)
-    raise NotSupported("incremental training is not supported by this engine type")
+        engine = await owned_engine(s, caller, engine_id, lock=True)
+        for name, text in (("sourceSegment", source_segment), ("targetSegment", target_segment)):
+            if not text.strip():
+                raise InvalidArgument(f"{name} is empty")
+            if len(text) > limit:
+                raise PayloadTooLarge(f"{name} has {len(text)} characters; the limit is {limit}")
+        _require_built(engine)
+        await train_segments.store_pair(s, engine, source_segment, target_segment, sentence_start)
+    log.info("segment trained", extra={"engine_id": engine_id})
+
+
+def human_result(segment: str, target: str) -> engine_pb2.TranslationResult:
+    """A stored human translation: every word from the human, confidence 1, one phrase, and a
+    monotone alignment along the diagonal that touches every source and target word."""
+    source_words = _WORDS.findall(segment)
+    target_words = _WORDS.findall(target)
+    human = engine_pb2.TranslationSources(values=[engine_pb2.TRANSLATION_SOURCE_HUMAN])
+    steps = max(len(source_words), len(target_words)) if source_words and target_words else 0
+    alignment = [
+        common_pb2.AlignedWordPair(
+            source_index=i * len(source_words) // steps, target_index=i * len(target_words) // steps
+        )
+        for i in range(steps)
+    ]
+    return engine_pb2.TranslationResult(
+        translation=target.strip(),
+        source_tokens=source_words,
+        target_tokens=target_words,
+        confidences=[1.0] * len(target_words),
+        sources=[human] * len(target_words),
+        alignment=alignment,
+        phrases=[
+            engine_pb2.Phrase(
+                source_segment_start=0,
+                source_segment_end=len(source_words),
+                target_segment_cut=len(target_words),
+            )
+        ],
+    )
 
 
 def echo_result(segment: str) -> engine_pb2.TranslationResult:

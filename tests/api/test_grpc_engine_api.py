@@ -100,8 +100,10 @@ def test_echo_engine_build_and_translate(stub: engine_pb2_grpc.TranslationEngine
     assert len(response.results) == 2
     assert list(response.results[0].target_tokens) == ["Hi", "there"]
     assert [(a.source_index, a.target_index) for a in response.results[0].alignment] == [(0, 0), (1, 1)]
-    word_graph = engine_pb2.GetWordGraphRequest(engine_type="Echo", engine_id=ENGINE_ID, segment="Hi")
-    assert code_of(stub.GetWordGraph, word_graph, metadata=key) == grpc.StatusCode.UNIMPLEMENTED
+    word_graph = engine_pb2.GetWordGraphRequest(engine_type="Echo", engine_id=ENGINE_ID, segment="Hi there")
+    graph = stub.GetWordGraph(word_graph, metadata=key).word_graph
+    assert [list(arc.target_tokens) for arc in graph.arcs] == [["Hi"], ["there"]]
+    assert list(graph.final_states) == [2]
 
 
 def test_start_and_cancel_build(

@@ -104,7 +104,7 @@ def test_translate_errors(client: httpx.Client) -> None:
     assert oversized.status_code == 413
     assert str(MAX_SEGMENT_CHARS) in oversized.json()["message"]
     assert client.post(f"{base}/translate", json={"not": "a string"}).status_code == 400
-    assert client.post(f"{base}/get-word-graph", json="hello").status_code == 405
+    assert client.post(f"{base}/get-word-graph", json="hello").status_code == 409
 
 
 def test_echo_engine_translates_after_its_build(client: httpx.Client) -> None:

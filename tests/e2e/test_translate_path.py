@@ -120,6 +120,58 @@ def test_n_best(deployment: Deployment, engine: dict[str, Any]) -> None:
     assert results[0]["translation"] == best["translation"]
 
 
+def test_word_graph_best_path_reads_like_translate(deployment: Deployment, engine: dict[str, Any]) -> None:
+    best = deployment.rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE).json()
+    response = deployment.rest.post(f"/translation/engines/{engine['id']}/get-word-graph", json=VERSE)
+    assert response.status_code == 200, response.text
+    graph = response.json()
+    assert graph["sourceTokens"] == best["sourceTokens"]
+    arcs = graph["arcs"]
+    assert {"prevState", "nextState", "score", "targetTokens", "confidences", "sourceSegmentStart",
+            "sourceSegmentEnd", "alignment", "sources"} <= set(arcs[0])  # fmt: skip
+
+    def best_words(state: int) -> tuple[float, list[str]]:
+        options = [(0.0, [])] if state in graph["finalStates"] else []
+        for arc in (a for a in arcs if a["prevState"] == state):
+            score, words = best_words(arc["nextState"])
+            options.append((arc["score"] + score, arc["targetTokens"] + words))
+        return max(options, key=lambda option: option[0])
+
+    assert best_words(0)[1] == best["targetTokens"]
+
+    stub = engine_pb2_grpc.TranslationEngineApiStub(deployment.channel)
+    reply = stub.GetWordGraph(
+        engine_pb2.GetWordGraphRequest(engine_type="Nmt", engine_id=engine["id"], segment=VERSE),
+        metadata=deployment.metadata,
+        timeout=60,
+    )
+    assert len(reply.word_graph.arcs) == len(arcs)
+    assert list(reply.word_graph.final_states) == graph["finalStates"]
+
+
+def test_translate_prefix(deployment: Deployment, engine: dict[str, Any]) -> None:
+    best = deployment.rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE).json()
+    prefix = " ".join([*best["targetTokens"][:1], "na"])
+    response = deployment.rest.post(
+        f"/translation/engines/{engine['id']}/translate-prefix",
+        json={"segment": VERSE, "prefix": prefix, "n": 2},
+    )
+    assert response.status_code == 200, response.text
+    results = response.json()
+    assert 1 <= len(results) <= 2
+    assert all(r["translation"].startswith(prefix) for r in results)
+
+    stub = engine_pb2_grpc.TranslationEngineApiStub(deployment.channel)
+    reply = stub.TranslatePrefix(
+        engine_pb2.TranslatePrefixRequest(
+            engine_type="Nmt", engine_id=engine["id"], segment=VERSE, prefix=prefix, n=1
+        ),
+        metadata=deployment.metadata,
+        timeout=60,
+    )
+    assert reply.results[0].translation == results[0]["translation"]
+
+
 def test_rest_errors(deployment: Deployment, engine: dict[str, Any]) -> None:
     rest = deployment.rest
     assert rest.post("/translation/engines/000000000000000000000000/translate", json=VERSE).status_code == 404

@@ -140,14 +140,16 @@ class ModelStatus(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., message: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class WorkResult(_message.Message):
-    __slots__ = ("request_id", "translate", "error")
+    __slots__ = ("request_id", "translate", "word_graph", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSLATE_FIELD_NUMBER: _ClassVar[int]
+    WORD_GRAPH_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     translate: TranslateOutput
+    word_graph: _engine_pb2.WordGraph
     error: WorkError
-    def __init__(self, request_id: _Optional[str] = ..., translate: _Optional[_Union[TranslateOutput, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., translate: _Optional[_Union[TranslateOutput, _Mapping]] = ..., word_graph: _Optional[_Union[_engine_pb2.WordGraph, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
 
 class TranslateOutput(_message.Message):
     __slots__ = ("results",)
@@ -210,28 +212,42 @@ class Rejection(_message.Message):
     def __init__(self, reason: _Optional[_Union[RejectionReason, str]] = ..., message: _Optional[str] = ..., supported_protocol_versions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("request_id", "deadline", "model", "translate")
+    __slots__ = ("request_id", "deadline", "model", "translate", "word_graph")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TRANSLATE_FIELD_NUMBER: _ClassVar[int]
+    WORD_GRAPH_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     deadline: _timestamp_pb2.Timestamp
     model: ModelRef
     translate: TranslateOp
-    def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ...) -> None: ...
+    word_graph: WordGraphOp
+    def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ..., word_graph: _Optional[_Union[WordGraphOp, _Mapping]] = ...) -> None: ...
 
 class TranslateOp(_message.Message):
-    __slots__ = ("segment", "n", "source_language", "target_language")
+    __slots__ = ("segment", "n", "source_language", "target_language", "target_prefix")
     SEGMENT_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
     SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
     segment: str
     n: int
     source_language: str
     target_language: str
-    def __init__(self, segment: _Optional[str] = ..., n: _Optional[int] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
+    target_prefix: str
+    def __init__(self, segment: _Optional[str] = ..., n: _Optional[int] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., target_prefix: _Optional[str] = ...) -> None: ...
+
+class WordGraphOp(_message.Message):
+    __slots__ = ("segment", "source_language", "target_language")
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    segment: str
+    source_language: str
+    target_language: str
+    def __init__(self, segment: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
 
 class LoadModel(_message.Message):
     __slots__ = ("model",)

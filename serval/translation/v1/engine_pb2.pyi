@@ -82,6 +82,20 @@ class TranslateResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[TranslationResult]
     def __init__(self, results: _Optional[_Iterable[_Union[TranslationResult, _Mapping]]] = ...) -> None: ...
 
+class TranslatePrefixRequest(_message.Message):
+    __slots__ = ("engine_type", "engine_id", "segment", "prefix", "n")
+    ENGINE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    engine_type: str
+    engine_id: str
+    segment: str
+    prefix: str
+    n: int
+    def __init__(self, engine_type: _Optional[str] = ..., engine_id: _Optional[str] = ..., segment: _Optional[str] = ..., prefix: _Optional[str] = ..., n: _Optional[int] = ...) -> None: ...
+
 class GetWordGraphRequest(_message.Message):
     __slots__ = ("engine_type", "engine_id", "segment")
     ENGINE_TYPE_FIELD_NUMBER: _ClassVar[int]

@@ -97,6 +97,11 @@ class TranslationEngineApiStub:
                 request_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.WatchBuildRequest.SerializeToString,
                 response_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.BuildUpdate.FromString,
                 _registered_method=True)
+        self.TranslatePrefix = channel.unary_unary(
+                '/serval.translation.v1.TranslationEngineApi/TranslatePrefix',
+                request_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.TranslatePrefixRequest.SerializeToString,
+                response_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.TranslateResponse.FromString,
+                _registered_method=True)
 
 
 class TranslationEngineApiServicer:
@@ -177,6 +182,13 @@ class TranslationEngineApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TranslatePrefix(self, request, context):
+        """Ours, not Serval's: translations that start with the target text the user typed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TranslationEngineApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -239,6 +251,11 @@ def add_TranslationEngineApiServicer_to_server(servicer, server):
                     servicer.WatchBuild,
                     request_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.WatchBuildRequest.FromString,
                     response_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.BuildUpdate.SerializeToString,
+            ),
+            'TranslatePrefix': grpc.unary_unary_rpc_method_handler(
+                    servicer.TranslatePrefix,
+                    request_deserializer=serval_dot_translation_dot_v1_dot_engine__pb2.TranslatePrefixRequest.FromString,
+                    response_serializer=serval_dot_translation_dot_v1_dot_engine__pb2.TranslateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -567,6 +584,33 @@ class TranslationEngineApi:
             '/serval.translation.v1.TranslationEngineApi/WatchBuild',
             serval_dot_translation_dot_v1_dot_engine__pb2.WatchBuildRequest.SerializeToString,
             serval_dot_translation_dot_v1_dot_engine__pb2.BuildUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TranslatePrefix(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.translation.v1.TranslationEngineApi/TranslatePrefix',
+            serval_dot_translation_dot_v1_dot_engine__pb2.TranslatePrefixRequest.SerializeToString,
+            serval_dot_translation_dot_v1_dot_engine__pb2.TranslateResponse.FromString,
             options,
             channel_credentials,
             insecure,

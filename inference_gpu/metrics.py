@@ -1,0 +1,103 @@
+"""Prometheus metrics of one inference node, served on `node.metrics_port` (0 = off).
+
+Each node owns its own registry, so several nodes in one process (tests) never collide.
+Device memory comes from NVML when `pynvml` is importable and the node runs on CUDA, else it is
+the process's resident memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+from collections.abc import Callable, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from inference_gpu.backends import Hypothesis
+
+log = logging.getLogger(__name__)
+
+_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class NodeMetrics:
+    def __init__(self, *, device_kind: str = "cpu", device_index: int = 0) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.batch_size = Histogram(
+            "serval_node_batch_size",
+            "Requests per backend batch.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "serval_node_queue_wait_seconds",
+            "Time a request waited in the micro-batcher.",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.inference_time = Histogram(
+            "serval_node_inference_seconds", "Backend time per batch.", buckets=_SECONDS, registry=r
+        )
+        self.target_tokens = Counter(
+            "serval_node_target_tokens", "Target tokens produced (best hypotheses).", registry=r
+        )
+        self.revisions_loaded = Gauge("serval_node_revisions_loaded", "Model revisions loaded.", registry=r)
+        self.load_time = Histogram(
+            "serval_node_model_load_seconds",
+            "Time to fetch and load a model revision.",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.cache_hits = Counter(
+            "serval_node_model_cache_hits", "Requests for a model revision already loaded.", registry=r
+        )
+        self.cache_misses = Counter(
+            "serval_node_model_cache_misses", "Requests for a model revision not loaded.", registry=r
+        )
+        self.evictions = Counter(
+            "serval_node_model_evictions", "Idle models unloaded to fit the memory budget.", registry=r
+        )
+        memory = Gauge(
+            "serval_node_device_memory_used_bytes", "Device (or process) memory in use.", registry=r
+        )
+        memory.set_function(_memory_probe(device_kind, device_index))
+
+    def observe_batch(
+        self, waits: Sequence[float], seconds: float, results: Sequence[list[Hypothesis]]
+    ) -> None:
+        self.batch_size.observe(len(waits))
+        for wait in waits:
+            self.queue_wait.observe(wait)
+        self.inference_time.observe(seconds)
+        self.target_tokens.inc(sum(len(hypotheses[0].tokens) for hypotheses in results if hypotheses))
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        start_http_server(port, addr=host, registry=self.registry)
+        log.info("serving node metrics", extra={"host": host, "port": port})
+
+
+def _memory_probe(device_kind: str, device_index: int) -> Callable[[], float]:
+    if device_kind == "cuda":
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+
+            def gpu_used() -> float:
+                return float(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+
+            return gpu_used
+        except Exception as exc:
+            log.info("NVML unavailable; reporting process memory", extra={"error": str(exc)})
+    return process_rss_bytes
+
+
+def process_rss_bytes() -> float:
+    try:
+        with open("/proc/self/statm") as statm:
+            return float(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except OSError:
+        return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
