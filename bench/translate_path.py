@@ -189,12 +189,26 @@ def main() -> None:
             processes.stop(api)
 
     base = baseline["sentences_per_s"]
-    print(f"{'scenario':<40}{'sent/s':>9}{'vs direct':>11}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+    decoding = NodeSettings()
+    print(
+        f"{len(sentences)} verses, beam {decoding.beam_size}, intra_threads {decoding.intra_threads}, one node"
+    )
+    print(
+        f"{'scenario':<38}{'sent/s':>8}{'vs direct':>10}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}"
+        f"{'calls':>7}{'mean batch':>11}  batch sizes (size:batches)"
+    )
     for name, row in rows.items():
         latency = "".join(
-            f"{row[k]:>9.1f}" if k in row else f"{'':>9}" for k in ("p50_ms", "p95_ms", "p99_ms")
+            f"{row[k]:>8.1f}" if k in row else f"{'':>8}" for k in ("p50_ms", "p95_ms", "p99_ms")
         )
-        print(f"{name:<40}{row['sentences_per_s']:>9.1f}{row['sentences_per_s'] / base:>10.0%} {latency}")
+        batches = (
+            f"{row['backend_calls']:>7}{row['mean_batch']:>11.1f}  {row['batches']}"
+            if "batches" in row
+            else ""
+        )
+        print(
+            f"{name:<38}{row['sentences_per_s']:>8.1f}{row['sentences_per_s'] / base:>9.0%} {latency}{batches}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"sentences": len(sentences), "results": rows}, indent=2))
 
