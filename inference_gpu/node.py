@@ -17,6 +17,7 @@ import os
 import random
 import signal
 import socket
+import time
 import uuid
 
 import grpc
@@ -135,6 +136,12 @@ class InferenceNode:
         extra = {"request_id": item.request_id, "model": item.model.location}
         if self.draining:
             return _error(item, node_pb2.WORK_ERROR_CODE_OVERLOADED, "the node is draining")
+        if item.HasField("deadline") and item.deadline.ToNanoseconds() < time.time_ns():
+            return _error(
+                item,
+                node_pb2.WORK_ERROR_CODE_DEADLINE_EXCEEDED,
+                "the request's deadline passed before it ran",
+            )
         try:
             model = await self.models.get(item.model)
             if item.WhichOneof("operation") == "word_graph":

@@ -103,10 +103,17 @@ class Dispatcher:
                 raise Unavailable(f"the translation did not finish within {timeout_s:g} s") from None
             finally:
                 await self.registry.notify()
+            if result.HasField("error") and result.error.code == node_pb2.WORK_ERROR_CODE_OVERLOADED:
+                tried.add(session.session_id)
+                log.info(
+                    "node refused work (draining or full); retrying elsewhere",
+                    extra={"request_id": request_id, "node_id": session.node_id, "attempt": attempt},
+                )
+                continue
             if result.HasField("error"):
                 raise _work_error(result.error)
             return result
-        raise Unavailable("the inference nodes went away while translating; try again", retry_after_s=1)
+        raise Unavailable("no inference node could take the request; try again", retry_after_s=1)
 
     async def _acquire(
         self, model: ModelKey, deadline: float, exclude: set[str]

@@ -4,10 +4,12 @@ tests/e2e; here the test plays the node so it can break the protocol on purpose.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +241,57 @@ def _complete_build(api: RunningApi, build_id: str, job_token: str) -> None:
     metadata = (("authorization", f"Bearer {job_token}"),)
     stub.BuildStarted(platform_pb2.BuildStartedRequest(build_id=build_id), metadata=metadata)
     stub.BuildCompleted(platform_pb2.BuildCompletedRequest(build_id=build_id), metadata=metadata)
+
+
+def test_work_a_draining_node_refuses_goes_to_another_node(api: RunningApi, node_token: str) -> None:
+    with api.client() as client:
+        engine = create_engine(client)
+        client.post(f"/translation/engines/{engine['id']}/builds", json={"trainOn": []})
+    spec = api.launcher.specs[-1]
+    _complete_build(api, spec.build_id, spec.job_token)
+    model = node_pb2.ModelRef(engine_id=engine["id"], revision=1, location=f"models/{engine['id']}/1")
+    nodes = [ScriptedNode(api.grpc_target, node_token) for _ in range(2)]
+    try:
+        for index, node in enumerate(nodes):
+            node.hello(node_id=f"node-{index}")
+            node.read()
+            node.keep_alive()
+            node.send(model_status=node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY))
+        wait_until(lambda: sum(status == "connected" for status in node_rows(api).values()) == 2)
+        time.sleep(0.2)
+
+        with api.client() as client, ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(client.post, f"/translation/engines/{engine['id']}/translate", json="verse")
+            first, item = next_work(nodes)
+            first.send(
+                result=node_pb2.WorkResult(
+                    request_id=item.request_id,
+                    error=node_pb2.WorkError(code=node_pb2.WORK_ERROR_CODE_OVERLOADED, message="draining"),
+                )
+            )
+            second = nodes[1 - nodes.index(first)]
+            retried = second.read().work
+            assert retried.request_id == item.request_id
+            done = engine_pb2.TranslationResult(translation="from the other node")
+            second.send(
+                result=node_pb2.WorkResult(
+                    request_id=retried.request_id, translate=node_pb2.TranslateOutput(results=[done])
+                )
+            )
+            response = answer.result(timeout=10)
+        assert response.status_code == 200, response.text
+        assert response.json()["translation"] == "from the other node"
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def next_work(nodes: list[ScriptedNode], timeout_s: float = 10) -> tuple[ScriptedNode, node_pb2.WorkItem]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for node in nodes:
+            with contextlib.suppress(queue.Empty):
+                message = node.read(timeout_s=0.05)
+                if message.HasField("work"):
+                    return node, message.work
+    raise AssertionError("no node received the work item")
