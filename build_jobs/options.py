@@ -17,6 +17,32 @@ class BuildOptions(BaseModel):
     base_model: str | None = Field(
         default=None, alias="baseModel", description="base model name in the store"
     )
+    max_steps: int = Field(default=1000, alias="maxSteps", ge=1, description="optimizer steps at most")
+    time_budget_s: float = Field(
+        default=1800, alias="timeBudgetS", gt=0, description="training stops after this many seconds"
+    )
+    learning_rate: float = Field(
+        default=1e-3,
+        alias="learningRate",
+        gt=0,
+        le=1,
+        description="constant AdamW learning rate; 1e-3 suits the tiny model, use ~1e-4 or lower "
+        "for a real NLLB-200 checkpoint",
+    )
+    batch_size: int = Field(default=16, alias="batchSize", ge=1, le=1024)
+    gradient_accumulation: int = Field(default=1, alias="gradientAccumulation", ge=1, le=256)
+    max_length: int = Field(
+        default=128, alias="maxLength", ge=4, le=1024, description="tokens per side, codes included"
+    )
+    eval_share: float = Field(
+        default=0.05,
+        alias="evalShare",
+        ge=0,
+        lt=1,
+        description="share of pairs held out for scoring (at least one pair)",
+    )
+    quantization: str | None = Field(default="int8", description="CTranslate2 quantization")
+    seed: int = 0
 
     @classmethod
     def parse(cls, text: str) -> BuildOptions:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from serval_common.manifest import Manifest, ManifestError, publish_folder, read_manifest
+from serval_common.manifest import (
+    MANIFEST,
+    Manifest,
+    ManifestError,
+    ManifestFile,
+    describe_files,
+    publish_folder,
+    read_manifest,
+)
 from serval_common.store import ModelStore
 
 
@@ -51,9 +59,21 @@ def publish_inference_only(
     return publish_folder(store, revision_prefix(engine_id, revision), None, manifest)
 
 
+HF_SUBFOLDER = "hf"
+"""A published model folder keeps its Hugging Face checkpoint under `hf/` so it can be fine-tuned;
+the node loads CTranslate2 from the folder root and ignores it."""
+
+
 def publish_base_model(
-    store: ModelStore, name: str, ct2_dir: Path, *, languages: list[str], quantization: str | None
+    store: ModelStore,
+    name: str,
+    ct2_dir: Path,
+    *,
+    languages: list[str],
+    quantization: str | None,
+    hf_dir: Path | None = None,
 ) -> Manifest:
+    """Publish the CTranslate2 model and, with `hf_dir`, its Hugging Face checkpoint under `hf/`."""
     import ctranslate2
 
     manifest = Manifest(
@@ -63,4 +83,25 @@ def publish_base_model(
         ctranslate2_version=ctranslate2.__version__,
         quantization=quantization,
     )
-    return publish_folder(store, base_model_prefix(name), ct2_dir, manifest)
+    return publish_model_folder(store, base_model_prefix(name), ct2_dir, hf_dir, manifest)
+
+
+def publish_model_folder(
+    store: ModelStore, prefix: str, ct2_dir: Path, hf_dir: Path | None, manifest: Manifest
+) -> Manifest:
+    """Like `publish_folder`, with `hf_dir`'s files added under `hf/`; the manifest goes last."""
+    if hf_dir is None:
+        return publish_folder(store, prefix, ct2_dir, manifest)
+    root = [f for f in describe_files(ct2_dir) if not f.path.startswith(f"{HF_SUBFOLDER}/")]
+    hf = describe_files(hf_dir)
+    files = [
+        *root,
+        *(ManifestFile(path=f"{HF_SUBFOLDER}/{f.path}", sha256=f.sha256, size=f.size) for f in hf),
+    ]
+    for entry in root:
+        store.upload_file(f"{prefix}/{entry.path}", ct2_dir / entry.path)
+    for entry in hf:
+        store.upload_file(f"{prefix}/{HF_SUBFOLDER}/{entry.path}", hf_dir / entry.path)
+    manifest = manifest.model_copy(update={"files": files})
+    store.write_bytes(f"{prefix}/{MANIFEST}", manifest.model_dump_json(indent=2).encode())
+    return manifest

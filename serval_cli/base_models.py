@@ -50,7 +50,14 @@ def make_tiny(
         ct2_dir = make_tiny_base_model(
             Path(tmp), source_lines, target_lines, source_code, target_code, steps=steps, progress=report
         )
-        publish_base_model(store, name, ct2_dir, languages=list(NLLB_LANGUAGE_CODES), quantization="int8")
+        publish_base_model(
+            store,
+            name,
+            ct2_dir,
+            languages=list(NLLB_LANGUAGE_CODES),
+            quantization="int8",
+            hf_dir=Path(tmp) / "hf",
+        )
 
 
 @app.command("make-tiny")
@@ -115,7 +122,12 @@ def import_command(
         with console.status(f"converting {hf_dir}"):
             ct2_dir = import_hf_checkpoint(hf_dir, Path(tmp), quantization=quantization)
         publish_base_model(
-            store, name, ct2_dir, languages=list(NLLB_LANGUAGE_CODES), quantization=quantization
+            store,
+            name,
+            ct2_dir,
+            languages=list(NLLB_LANGUAGE_CODES),
+            quantization=quantization,
+            hf_dir=hf_dir,
         )
     console.print(f"stored base model [bold]{name}[/] in {store.url}")
 

@@ -23,7 +23,12 @@ VERSE = "Blessed are the peacemakers, for they shall be called children of God."
 def node(tmp_path: Path, tiny_ct2_model: Path) -> InferenceNode:
     store = open_store((tmp_path / "store").as_uri())
     publish_base_model(
-        store, "tiny", tiny_ct2_model, languages=list(NLLB_LANGUAGE_CODES), quantization="int8"
+        store,
+        "tiny",
+        tiny_ct2_model,
+        languages=list(NLLB_LANGUAGE_CODES),
+        quantization="int8",
+        hf_dir=tiny_ct2_model.parent / "hf",
     )
     publish_inference_only(
         store,

@@ -54,7 +54,12 @@ def deployment(
     home = tmp_path_factory.mktemp("home")
     store = open_store((home / "store").as_uri())
     publish_base_model(
-        store, BASE_MODEL, tiny_ct2_model, languages=list(NLLB_LANGUAGE_CODES), quantization="int8"
+        store,
+        BASE_MODEL,
+        tiny_ct2_model,
+        languages=list(NLLB_LANGUAGE_CODES),
+        quantization="int8",
+        hf_dir=tiny_ct2_model.parent / "hf",
     )
     api_key, node_token = create_credentials(Settings(home=home, database_url=e2e_database_url), "e2e")
     grpc_port, rest_port = free_port(), free_port()

@@ -1,0 +1,60 @@
+"""The build's parallel corpus: read from the store, checked, split into training and held-out pairs."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from serval_common.store import ModelStore
+
+
+class CorpusError(ValueError):
+    """The corpus cannot be trained on; the message says why."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    train: list[tuple[str, str]]
+    evaluation: list[tuple[str, str]]
+    dropped: int
+    """pairs dropped because one side was empty"""
+
+
+def corpus_keys(build_id: str) -> tuple[str, str]:
+    return f"builds/{build_id}/train.src.txt", f"builds/{build_id}/train.trg.txt"
+
+
+def read_corpus(store: ModelStore, build_id: str, *, eval_share: float, seed: int) -> Corpus:
+    source_key, target_key = corpus_keys(build_id)
+    sources = _lines(store.read_bytes(source_key))
+    targets = _lines(store.read_bytes(target_key))
+    return split_corpus(sources, targets, eval_share=eval_share, seed=seed)
+
+
+def split_corpus(sources: list[str], targets: list[str], *, eval_share: float, seed: int) -> Corpus:
+    if len(sources) != len(targets):
+        raise CorpusError(f"misaligned corpus: {len(sources)} source lines vs {len(targets)} target lines")
+    pairs = [(s.strip(), t.strip()) for s, t in zip(sources, targets, strict=True)]
+    kept = [(s, t) for s, t in pairs if s and t]
+    if not kept:
+        raise CorpusError("empty corpus: no pair has text on both sides; check the build's trainOn corpora")
+    if len(kept) < 2:
+        raise CorpusError("corpus too small: at least 2 non-empty pairs are needed (1 is held out)")
+    order = list(range(len(kept)))
+    random.Random(seed).shuffle(order)
+    held = max(1, round(len(kept) * eval_share))
+    held = min(held, len(kept) - 1)
+    held_out = set(order[:held])
+    return Corpus(
+        train=[p for i, p in enumerate(kept) if i not in held_out],
+        evaluation=[p for i, p in enumerate(kept) if i in held_out],
+        dropped=len(pairs) - len(kept),
+    )
+
+
+def _lines(data: bytes) -> list[str]:
+    text = data.decode("utf-8")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]

@@ -1,0 +1,74 @@
+"""A training build through the real API service, build job and inference node: upload texts,
+build with trainOn, and translate from the fine-tuned revision."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+from tests.e2e.conftest import Deployment
+from tests.helpers import verse_pairs
+
+VERSE = "Blessed are the peacemakers, for they shall be called children of God."
+
+
+def corpus(rest: httpx.Client, language: str, lines: list[str]) -> str:
+    data = "".join(f"{line}\n" for line in lines).encode()
+    upload = rest.post("/files", data={"format": "Text", "name": "NT.txt"}, files={"file": ("NT.txt", data)})
+    assert upload.status_code == 201, upload.text
+    response = rest.post("/corpora", json={"language": language, "files": [{"fileId": upload.json()["id"]}]})
+    assert response.status_code == 201, response.text
+    corpus_id: str = response.json()["id"]
+    return corpus_id
+
+
+def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -> None:
+    rest = deployment.rest
+    sources, targets = verse_pairs("engwebp", "swh1850", 500)
+    sources, targets = sources[300:], targets[300:]
+    engine = rest.post(
+        "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
+    ).json()
+    pc = rest.post(
+        f"/translation/engines/{engine['id']}/parallel-corpora",
+        json={
+            "sourceCorpusIds": [corpus(rest, "en", sources)],
+            "targetCorpusIds": [corpus(rest, "sw", targets)],
+        },
+    )
+    assert pc.status_code == 201, pc.text
+    response = rest.post(
+        f"/translation/engines/{engine['id']}/builds",
+        json={"trainOn": [{"parallelCorpusId": pc.json()["id"]}], "options": {"maxSteps": 60}},
+    )
+    assert response.status_code == 201, response.text
+    build: dict[str, Any] = response.json()
+    deadline = time.monotonic() + 300
+    while build["state"] in ("Pending", "Active"):
+        assert time.monotonic() < deadline, f"build stuck in {build['state']}: {build.get('message')}"
+        poll = rest.get(
+            f"/translation/engines/{engine['id']}/builds/{build['id']}",
+            params={"min-revision": build["revision"] + 1},
+        )
+        if poll.status_code == 200:
+            build = poll.json()
+        else:
+            assert poll.status_code == 408, poll.text
+    assert build["state"] == "Completed", build
+
+    current = rest.get(f"/translation/engines/{engine['id']}").json()
+    assert current["modelRevision"] == 1
+    assert current["corpusSize"] == 190, "200 pairs less the 5% held out"
+    manifest = json.loads(
+        (deployment.home / "store" / "models" / engine["id"] / "1" / "manifest.json").read_text()
+    )
+    assert manifest["weights_from"] is None and manifest["build_id"] == build["id"]
+    assert {"chrf_before", "chrf_after"} <= set(manifest["scores"])
+    assert current["confidence"] == manifest["scores"]["chrf_after"]
+
+    translated = rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE)
+    assert translated.status_code == 200, translated.text
+    assert translated.json()["translation"].strip()

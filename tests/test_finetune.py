@@ -1,0 +1,156 @@
+"""Training builds without the API service: real fine-tuning of the session's tiny base model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ctranslate2
+import pytest
+
+from build_jobs.data import CorpusError
+from build_jobs.finetune import Canceled
+from build_jobs.options import BuildOptions, BuildOptionsError
+from build_jobs.publish import publish_base_model
+from build_jobs.train_build import TrainedRevision, train_revision
+from serval_common.languages import NLLB_LANGUAGE_CODES
+from serval_common.store import ModelStore, open_store
+from tests.helpers import verse_pairs
+
+# The tiny base model trained on the first 300 verses; these come after them.
+FIRST_UNSEEN, LAST_UNSEEN = 300, 700
+
+
+@pytest.fixture
+def store(tmp_path: Path, tiny_ct2_model: Path) -> ModelStore:
+    store = open_store((tmp_path / "store").as_uri())
+    publish_base_model(
+        store,
+        "tiny",
+        tiny_ct2_model,
+        languages=list(NLLB_LANGUAGE_CODES),
+        quantization="int8",
+        hf_dir=tiny_ct2_model.parent / "hf",
+    )
+    return store
+
+
+def write_corpus(store: ModelStore, build_id: str, sources: list[str], targets: list[str]) -> None:
+    store.write_bytes(f"builds/{build_id}/train.src.txt", "".join(f"{s}\n" for s in sources).encode())
+    store.write_bytes(f"builds/{build_id}/train.trg.txt", "".join(f"{t}\n" for t in targets).encode())
+
+
+def train(store: ModelStore, target: str = "swh_Latn", **options: object) -> TrainedRevision:
+    return train_revision(
+        store,
+        engine_id="e1",
+        revision=1,
+        build_id="b1",
+        base_model="tiny",
+        source_language="eng_Latn",
+        target_language=target,
+        options=BuildOptions.model_validate(options),
+    )
+
+
+def test_fine_tuning_raises_chrf_and_publishes_a_loadable_revision(store: ModelStore, tmp_path: Path) -> None:
+    sources, targets = verse_pairs("engwebp", "swh1850", LAST_UNSEEN)
+    write_corpus(store, "b1", sources[FIRST_UNSEEN:], targets[FIRST_UNSEEN:])
+    trained = train(store, maxSteps=150, evalShare=0.1)
+
+    assert (trained.train_pairs, trained.eval_pairs, trained.steps) == (360, 40, 150)
+    folder = tmp_path / "store" / "models" / "e1" / "1"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert set(manifest["scores"]) == {"chrf_before", "chrf_after", "bleu_before", "bleu_after"}
+    assert manifest["scores"]["chrf_after"] > manifest["scores"]["chrf_before"], manifest["scores"]
+    assert manifest["base_model"] == "tiny" and manifest["weights_from"] is None
+    assert manifest["added_language_codes"] == []
+    paths = {f["path"] for f in manifest["files"]}
+    assert {"model.bin", "sentencepiece.bpe.model", "hf/config.json", "hf/sentencepiece.bpe.model"} <= paths
+    translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=1)
+    result = translator.translate_batch([["eng_Latn", "▁the", "</s>"]], target_prefix=[["swh_Latn"]])
+    assert result[0].hypotheses[0][0] == "swh_Latn"
+
+
+def test_a_language_nllb_lacks_is_added(store: ModelStore, tmp_path: Path) -> None:
+    sources, targets = verse_pairs("engwebp", "quctt", 200)
+    write_corpus(store, "b1", sources, targets)
+    trained = train(store, "quc_Latn", maxSteps=40)
+
+    assert trained.manifest.added_language_codes == ["quc_Latn"]
+    assert "quc_Latn" in trained.manifest.languages
+    folder = tmp_path / "store" / "models" / "e1" / "1"
+    vocabulary = json.loads((folder / "shared_vocabulary.json").read_text())
+    assert vocabulary[-1] == "quc_Latn"
+    translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=1)
+    result = translator.translate_batch(
+        [["eng_Latn", "▁the", "</s>"]], target_prefix=[["quc_Latn"]], max_decoding_length=20
+    )
+    hypothesis = result[0].hypotheses[0]
+    assert hypothesis[0] == "quc_Latn" and len(hypothesis) > 1
+
+
+def test_time_budget_stops_early_and_still_publishes(store: ModelStore, tmp_path: Path) -> None:
+    sources, targets = verse_pairs("engwebp", "swh1850", 100)
+    write_corpus(store, "b1", sources, targets)
+    trained = train(store, maxSteps=100_000, timeBudgetS=3)
+
+    assert 0 < trained.steps < 100_000
+    assert (tmp_path / "store" / "models" / "e1" / "1" / "manifest.json").is_file()
+
+
+def test_misaligned_and_empty_corpora_fault_with_their_messages(store: ModelStore) -> None:
+    write_corpus(store, "b1", ["one", "two", "three"], ["moja", "mbili"])
+    with pytest.raises(CorpusError, match="misaligned corpus: 3 source lines vs 2 target lines"):
+        train(store)
+    write_corpus(store, "b1", ["one", ""], ["", "mbili"])
+    with pytest.raises(CorpusError, match="empty corpus"):
+        train(store)
+
+
+def test_cancel_publishes_nothing(store: ModelStore, tmp_path: Path) -> None:
+    sources, targets = verse_pairs("engwebp", "swh1850", 100)
+    write_corpus(store, "b1", sources, targets)
+    calls = 0
+
+    def should_cancel() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls > 5
+
+    with pytest.raises(Canceled):
+        train_revision(
+            store,
+            engine_id="e1",
+            revision=1,
+            build_id="b1",
+            base_model="tiny",
+            source_language="eng_Latn",
+            target_language="swh_Latn",
+            options=BuildOptions(),
+            should_cancel=should_cancel,
+        )
+    assert not (tmp_path / "store" / "models").exists() or not any((tmp_path / "store" / "models").rglob("*"))
+
+
+def test_options_are_checked() -> None:
+    options = BuildOptions.parse('{"maxSteps": 60, "learningRate": 0.0005, "evalShare": 0.1}')
+    assert (options.max_steps, options.learning_rate, options.eval_share) == (60, 0.0005, 0.1)
+    assert (options.batch_size, options.quantization, options.time_budget_s) == (16, "int8", 1800)
+    with pytest.raises(BuildOptionsError, match="maxSteps"):
+        BuildOptions.parse('{"maxSteps": 0}')
+    with pytest.raises(BuildOptionsError, match="epochs"):
+        BuildOptions.parse('{"epochs": 3}')
+
+
+def test_sigterm_is_a_cancel_request() -> None:
+    import os
+    import signal
+
+    from build_jobs.job import _sigterm_cancels
+
+    with _sigterm_cancels() as canceled:
+        assert not canceled.is_set()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert canceled.wait(5)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
