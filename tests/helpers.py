@@ -15,6 +15,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from serval_common.store import ModelStore
+
 REPO = Path(__file__).resolve().parents[1]
 EBIBLE = REPO.parent / "shared" / "data" / "ebible-nt"
 TEST_DATABASE_URL = "SERVAL_TEST_DATABASE_URL"
@@ -87,3 +89,19 @@ def _postgres_execute(server: str, sql: str) -> None:
             await connection.close()
 
     asyncio.run(execute())
+
+
+def publish_tiny_base_model(store: ModelStore, ct2_dir: Path, name: str = "tiny") -> None:
+    """Publish the session's tiny model as a base model, with the Hugging Face checkpoint beside
+    it (`make_tiny_base_model` writes `hf/` next to `ct2/`) so builds can fine-tune it."""
+    from build_jobs.publish import publish_base_model
+    from serval_common.languages import NLLB_LANGUAGE_CODES
+
+    publish_base_model(
+        store,
+        name,
+        ct2_dir,
+        languages=list(NLLB_LANGUAGE_CODES),
+        quantization="int8",
+        hf_dir=ct2_dir.parent / "hf",
+    )

@@ -11,11 +11,9 @@ import pytest
 from build_jobs.data import CorpusError
 from build_jobs.finetune import Canceled
 from build_jobs.options import BuildOptions, BuildOptionsError
-from build_jobs.publish import publish_base_model
 from build_jobs.train_build import TrainedRevision, train_revision
-from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.store import ModelStore, open_store
-from tests.helpers import verse_pairs
+from tests.helpers import publish_tiny_base_model, verse_pairs
 
 # The tiny base model trained on the first 300 verses; these come after them.
 FIRST_UNSEEN, LAST_UNSEEN = 300, 700
@@ -24,14 +22,7 @@ FIRST_UNSEEN, LAST_UNSEEN = 300, 700
 @pytest.fixture
 def store(tmp_path: Path, tiny_ct2_model: Path) -> ModelStore:
     store = open_store((tmp_path / "store").as_uri())
-    publish_base_model(
-        store,
-        "tiny",
-        tiny_ct2_model,
-        languages=list(NLLB_LANGUAGE_CODES),
-        quantization="int8",
-        hf_dir=tiny_ct2_model.parent / "hf",
-    )
+    publish_tiny_base_model(store, tiny_ct2_model, "tiny")
     return store
 
 

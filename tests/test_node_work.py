@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from build_jobs.publish import publish_base_model, publish_inference_only
+from build_jobs.publish import publish_inference_only
 from inference_gpu.node import InferenceNode
 from serval.inference.v1 import node_pb2
-from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.settings import NodeSettings, Settings, StoreSettings
 from serval_common.store import open_store
+from tests.helpers import publish_tiny_base_model
 
 VERSE = "Blessed are the peacemakers, for they shall be called children of God."
 
@@ -22,14 +22,7 @@ VERSE = "Blessed are the peacemakers, for they shall be called children of God."
 @pytest.fixture
 def node(tmp_path: Path, tiny_ct2_model: Path) -> InferenceNode:
     store = open_store((tmp_path / "store").as_uri())
-    publish_base_model(
-        store,
-        "tiny",
-        tiny_ct2_model,
-        languages=list(NLLB_LANGUAGE_CODES),
-        quantization="int8",
-        hf_dir=tiny_ct2_model.parent / "hf",
-    )
+    publish_tiny_base_model(store, tiny_ct2_model, "tiny")
     publish_inference_only(
         store,
         engine_id="e1",

@@ -9,18 +9,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
 import pytest
 
-from build_jobs.publish import publish_base_model
 from serval_cli import processes
 from serval_cli.bootstrap import create_credentials
-from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.settings import Settings
 from serval_common.store import open_store
-from tests.helpers import free_port, fresh_database, wait_for_port
+from tests.helpers import free_port, fresh_database, publish_tiny_base_model, wait_for_port
 
 BASE_MODEL = "tiny-nllb"
 MAX_SEGMENT_CHARS = 500
@@ -53,14 +52,7 @@ def deployment(
 ) -> Iterator[Deployment]:
     home = tmp_path_factory.mktemp("home")
     store = open_store((home / "store").as_uri())
-    publish_base_model(
-        store,
-        BASE_MODEL,
-        tiny_ct2_model,
-        languages=list(NLLB_LANGUAGE_CODES),
-        quantization="int8",
-        hf_dir=tiny_ct2_model.parent / "hf",
-    )
+    publish_tiny_base_model(store, tiny_ct2_model, BASE_MODEL)
     api_key, node_token = create_credentials(Settings(home=home, database_url=e2e_database_url), "e2e")
     grpc_port, rest_port = free_port(), free_port()
     env = {"SERVAL_API__MAX_SEGMENT_CHARS": str(MAX_SEGMENT_CHARS), "SERVAL_DATABASE_URL": e2e_database_url}
@@ -107,3 +99,21 @@ def node_statuses(database_url: str) -> dict[str, str]:
             await db.close()
 
     return asyncio.run(read())
+
+
+def wait_for_build(
+    rest: httpx.Client, engine_id: str, build: dict[str, Any], timeout_s: float
+) -> dict[str, Any]:
+    """Long-poll the build (as a client would) until it leaves Pending and Active."""
+    deadline = time.monotonic() + timeout_s
+    while build["state"] in ("Pending", "Active"):
+        assert time.monotonic() < deadline, f"build stuck in {build['state']}: {build.get('message')}"
+        poll = rest.get(
+            f"/translation/engines/{engine_id}/builds/{build['id']}",
+            params={"min-revision": build["revision"] + 1},
+        )
+        if poll.status_code == 200:
+            build = poll.json()
+        else:
+            assert poll.status_code == 408, poll.text
+    return build

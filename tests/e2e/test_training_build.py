@@ -4,12 +4,11 @@ build with trainOn, and translate from the fine-tuned revision."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import httpx
 
-from tests.e2e.conftest import Deployment
+from tests.e2e.conftest import Deployment, wait_for_build
 from tests.helpers import verse_pairs
 
 VERSE = "Blessed are the peacemakers, for they shall be called children of God."
@@ -46,17 +45,7 @@ def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -
     )
     assert response.status_code == 201, response.text
     build: dict[str, Any] = response.json()
-    deadline = time.monotonic() + 300
-    while build["state"] in ("Pending", "Active"):
-        assert time.monotonic() < deadline, f"build stuck in {build['state']}: {build.get('message')}"
-        poll = rest.get(
-            f"/translation/engines/{engine['id']}/builds/{build['id']}",
-            params={"min-revision": build["revision"] + 1},
-        )
-        if poll.status_code == 200:
-            build = poll.json()
-        else:
-            assert poll.status_code == 408, poll.text
+    build = wait_for_build(rest, engine["id"], build, timeout_s=300)
     assert build["state"] == "Completed", build
 
     current = rest.get(f"/translation/engines/{engine['id']}").json()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from inference_gpu.nllb import NllbTokenizer
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_common.settings import NodeSettings
-from tests.e2e.conftest import MAX_SEGMENT_CHARS, Deployment
+from tests.e2e.conftest import MAX_SEGMENT_CHARS, Deployment, wait_for_build
 
 VERSE = "Blessed are the peacemakers, for they shall be called children of God."
 
@@ -33,17 +32,7 @@ def built_engine(deployment: Deployment, **options: Any) -> dict[str, Any]:
     response = rest.post(f"/translation/engines/{engine['id']}/builds", json=body)
     assert response.status_code == 201, response.text
     build = response.json()
-    deadline = time.monotonic() + 120
-    while build["state"] in ("Pending", "Active"):
-        assert time.monotonic() < deadline, f"build stuck in {build['state']}"
-        poll = rest.get(
-            f"/translation/engines/{engine['id']}/builds/{build['id']}",
-            params={"min-revision": build["revision"] + 1},
-        )
-        if poll.status_code == 200:
-            build = poll.json()
-        else:
-            assert poll.status_code == 408, poll.text
+    build = wait_for_build(rest, engine["id"], build, timeout_s=120)
     engine["build"] = build
     return engine
 
