@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING
 
 from build_jobs.base_model.convert import without_progress_bars
 from build_jobs.base_model.tiny import (
-    EOS_ID,
     TRAINING_THREADS,
-    Example,
     _batches,
     _collate,
     _torch_threads,
+    encode_pairs,
 )
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, load_nllb_tokenizer, save_nllb_tokenizer
 
@@ -87,7 +86,7 @@ def finetune(
     started = time.monotonic()
     tokenizer = load_tokenizer(hf_dir, previously_added)
     new_codes = add_codes(tokenizer, [source_code, target_code])
-    examples = _encode(tokenizer, pairs, source_code, target_code, max_length)
+    examples = encode_pairs(tokenizer, pairs, source_code, target_code, max_length)
     with _torch_threads(TRAINING_THREADS), without_progress_bars():
         torch.manual_seed(seed)
         model = M2M100ForConditionalGeneration.from_pretrained(str(hf_dir))
@@ -135,22 +134,3 @@ def finetune(
         stopped_by_budget=stopped_by_budget,
         added_language_codes=[*previously_added, *new_codes],
     )
-
-
-def _encode(
-    tokenizer: NllbTokenizer,
-    pairs: Sequence[tuple[str, str]],
-    source_code: str,
-    target_code: str,
-    max_length: int,
-) -> list[Example]:
-    """NLLB layout: source `[src_code] pieces </s>`, labels `[tgt_code] pieces </s>`."""
-    vocabulary = tokenizer.get_vocab()
-    source_id, target_id = vocabulary[source_code], vocabulary[target_code]
-    sources = tokenizer([s for s, _ in pairs], add_special_tokens=False)["input_ids"]
-    targets = tokenizer([t for _, t in pairs], add_special_tokens=False)["input_ids"]
-    body = max_length - 2
-    return [
-        Example([source_id, *s[:body], EOS_ID], [target_id, *t[:body], EOS_ID])
-        for s, t in zip(sources, targets, strict=True)
-    ]

@@ -67,7 +67,7 @@ def make_tiny_model(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = make_nllb_tokenizer([line for pair in pairs for line in pair], out_dir, vocab_size=vocab_size)
-    examples = _encode(tokenizer, pairs, source_code, target_code)
+    examples = encode_pairs(tokenizer, pairs, source_code, target_code)
 
     with _torch_threads(TRAINING_THREADS):
         torch.manual_seed(seed)
@@ -119,15 +119,19 @@ def _config(vocab_size: int, *, d_model: int, layers: int, heads: int, ffn: int)
     )
 
 
-def _encode(
-    tokenizer: NllbTokenizer, pairs: list[tuple[str, str]], source_code: str, target_code: str
+def encode_pairs(
+    tokenizer: NllbTokenizer,
+    pairs: Sequence[tuple[str, str]],
+    source_code: str,
+    target_code: str,
+    max_length: int = MAX_TOKENS,
 ) -> list[Example]:
     """NLLB layout: source `[src_code] pieces </s>`, labels `[tgt_code] pieces </s>`."""
     vocabulary = tokenizer.get_vocab()
     source_id, target_id = vocabulary[source_code], vocabulary[target_code]
     sources = tokenizer([s for s, _ in pairs], add_special_tokens=False)["input_ids"]
     targets = tokenizer([t for _, t in pairs], add_special_tokens=False)["input_ids"]
-    body = MAX_TOKENS - 2
+    body = max_length - 2
     return [
         Example([source_id, *s[:body], EOS_ID], [target_id, *t[:body], EOS_ID])
         for s, t in zip(sources, targets, strict=True)

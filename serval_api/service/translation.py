@@ -33,8 +33,7 @@ async def translate(
         raise PayloadTooLarge(
             f"the segment has {len(segment)} characters; the limit is {limits.max_segment_chars}"
         )
-    if not 1 <= n <= limits.max_n_best:
-        raise InvalidArgument(f"n must be between 1 and {limits.max_n_best}, not {n}")
+    _check_n(limits.max_n_best, n)
     _require_built(engine)
     async with services.db.session() as s:
         human = await train_segments.find_target(s, engine_id, segment)
@@ -42,18 +41,7 @@ async def translate(
         return [human_result(segment, human)]
     if engine.type == EngineType.ECHO:
         return [echo_result(segment)] * n
-    request_id = uuid.uuid4().hex
-    log.debug("translate", extra={"engine_id": engine_id, "request_id": request_id, "n": n})
-    work = TranslateWork(
-        model=ModelKey(engine.id, engine.model_revision),
-        source_language=engine.source_code,
-        target_language=engine.target_code,
-        segment=segment,
-        n=n,
-    )
-    return await services.dispatcher.translate(
-        work, request_id=request_id, timeout_s=limits.request_timeout_s
-    )
+    return await _dispatch_translate(services, engine, segment, n)
 
 
 async def translate_prefix(
@@ -61,11 +49,22 @@ async def translate_prefix(
 ) -> list[engine_pb2.TranslationResult]:
     """Up to n translations that start with `prefix`, the target text the user typed."""
     engine = await _engine_for_segment(services, caller, engine_id, segment + prefix)
-    limits = services.settings.api
-    if not 1 <= n <= limits.max_n_best:
-        raise InvalidArgument(f"n must be between 1 and {limits.max_n_best}, not {n}")
+    _check_n(services.settings.api.max_n_best, n)
     if engine.type == EngineType.ECHO:
         return [echo_result(segment)] * n
+    return await _dispatch_translate(services, engine, segment, n, prefix)
+
+
+def _check_n(max_n_best: int, n: int) -> None:
+    if not 1 <= n <= max_n_best:
+        raise InvalidArgument(f"n must be between 1 and {max_n_best}, not {n}")
+
+
+async def _dispatch_translate(
+    services: Services, engine: Engine, segment: str, n: int, prefix: str = ""
+) -> list[engine_pb2.TranslationResult]:
+    request_id = uuid.uuid4().hex
+    log.debug("translate", extra={"engine_id": engine.id, "request_id": request_id, "n": n})
     work = TranslateWork(
         model=ModelKey(engine.id, engine.model_revision),
         source_language=engine.source_code,
@@ -75,7 +74,7 @@ async def translate_prefix(
         prefix=prefix,
     )
     return await services.dispatcher.translate(
-        work, request_id=uuid.uuid4().hex, timeout_s=limits.request_timeout_s
+        work, request_id=request_id, timeout_s=services.settings.api.request_timeout_s
     )
 
 
