@@ -141,20 +141,19 @@ async def list_builds(services: Services, caller: Caller, engine_id: str) -> lis
 async def current_build(
     services: Services, caller: Caller, engine_id: str, *, min_revision: int | None = None
 ) -> Build | None:
-    """The Pending/Active build, or None. While long-polling, a build that finishes is returned
-    in its final state rather than as None, so the poller sees the outcome it waited for."""
+    """The Pending/Active build, or None. With `min_revision`, the engine's latest build counts
+    too once it has reached that revision, so a poller sees the outcome of a build that finished
+    before (or while) it polled instead of a bare 204."""
     caller.require(READ_ENGINES)
-    followed: str | None = None
 
     async def read() -> Build | None:
-        nonlocal followed
         async with services.db.session() as s:
             await owned_engine(s, caller, engine_id)
             build = await _running_build(s, engine_id)
-            if build is None and followed is not None:
-                build = await s.get(Build, followed)
-        if build is not None:
-            followed = build.id
+            if build is None and min_revision is not None:
+                latest = await _latest_build(s, engine_id)
+                if latest is not None and latest.revision >= min_revision:
+                    build = latest
         return build
 
     return await _wait_until(
@@ -221,6 +220,11 @@ async def _fault(services: Services, build_id: str, message: str) -> Build | Non
 async def _running_build(s: AsyncSession, engine_id: str, *, lock: bool = False) -> Build | None:
     query = select(Build).where(Build.engine_id == engine_id, Build.state.in_(_RUNNING_STATES))
     return (await s.scalars(query.with_for_update() if lock else query)).first()
+
+
+async def _latest_build(s: AsyncSession, engine_id: str) -> Build | None:
+    query = select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created.desc(), Build.id.desc())
+    return (await s.scalars(query.limit(1))).first()
 
 
 async def _wait_until(

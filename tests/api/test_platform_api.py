@@ -81,6 +81,11 @@ def test_current_build_long_poll_returns_the_finished_build(api: RunningApi, cli
     assert woke.status_code == 200
     assert (woke.json()["state"], woke.json()["message"]) == ("Faulted", "out of memory")
 
+    late = client.get(f"{base}/current-build", params={"min-revision": 2})
+    assert (late.status_code, late.json()["state"]) == (200, "Faulted")
+    assert client.get(f"{base}/current-build", params={"min-revision": 99}).status_code == 204
+    assert client.get(f"{base}/current-build").status_code == 204
+
 
 def test_wrong_job_token_is_refused(api: RunningApi, client: httpx.Client) -> None:
     engine = create_engine(client)
