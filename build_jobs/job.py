@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from build_jobs.finetune import Canceled
-from build_jobs.options import BuildOptions
 from build_jobs.publish import publish_inference_only
 from build_jobs.report import PlatformReporter
+from serval_common.build_options import BuildOptions
 from serval_common.jobs import JobSpec
 from serval_common.settings import Settings
 from serval_common.store import ModelStore, store_from_settings

@@ -13,8 +13,8 @@ from build_jobs.base_model.convert import convert_to_ctranslate2
 from build_jobs.data import read_corpus
 from build_jobs.evaluate import evaluate
 from build_jobs.finetune import Canceled, ShouldCancel, finetune
-from build_jobs.options import BuildOptions
 from build_jobs.publish import HF_SUBFOLDER, base_model_prefix, publish_model_folder, revision_prefix
+from serval_common.build_options import BuildOptions
 from serval_common.manifest import Manifest, ManifestError, fetch_folder
 from serval_common.store import ModelStore
 

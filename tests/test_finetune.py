@@ -10,8 +10,8 @@ import pytest
 
 from build_jobs.data import CorpusError
 from build_jobs.finetune import Canceled
-from build_jobs.options import BuildOptions, BuildOptionsError
 from build_jobs.train_build import TrainedRevision, train_revision
+from serval_common.build_options import BuildOptions, BuildOptionsError
 from serval_common.store import ModelStore, open_store
 from tests.helpers import publish_tiny_base_model, verse_pairs
 

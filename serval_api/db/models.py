@@ -141,6 +141,9 @@ class Build(Base):
     date_finished: Mapped[datetime | None] = mapped_column(default=None)
     execution_data: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     phases: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    job_ref: Mapped[str | None] = mapped_column(String(200), default=None)
+    """Who runs the job: `local:{api instance}` or `clearml:{task id}`; restart recovery reads it."""
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
 
     @property
     def build_state(self) -> BuildState:
@@ -219,3 +222,22 @@ class TrainSegment(Base):
     sentence_start: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Pretranslation(Base):
+    """One translated segment a build job streamed back (InsertPretranslations). Rows belong to the
+    build's model revision; clients see those of the engine's current `modelRevision`."""
+
+    __tablename__ = "pretranslations"
+    __table_args__ = (Index("pretranslations_lookup", "engine_id", "model_revision", "corpus_id", "text_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    engine_id: Mapped[str] = mapped_column(ForeignKey("engines.id", ondelete="CASCADE"))
+    build_id: Mapped[str] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), index=True)
+    model_revision: Mapped[int] = mapped_column(Integer)
+    corpus_id: Mapped[str] = mapped_column(String(64))
+    text_id: Mapped[str] = mapped_column(String(200))
+    source_refs: Mapped[list[Any]] = mapped_column(JSON)
+    target_refs: Mapped[list[Any]] = mapped_column(JSON)
+    translation: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[float] = mapped_column(Float, default=0.0)

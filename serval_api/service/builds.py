@@ -17,12 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
-from serval_api.errors import Conflict, NotFound, Timeout
+from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
 from serval_api.service import corpus_export
 from serval_api.service.changes import build_key, engine_key
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 from serval_api.service.keys import hash_secret, new_id
+from serval_common.build_options import BuildOptions, BuildOptionsError
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ async def start_build(
     """Omitted `train_on` trains on all the engine's parallel corpora (none: inference-only); empty
     `train_on` is an inference-only build. `corpora` (gRPC) carries the corpora in the request."""
     caller.require(UPDATE_ENGINES)
+    _check_options(options)
     plan = await corpus_export.plan_build(
         services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, corpora=corpora
     )
@@ -110,6 +112,14 @@ async def start_build(
         log.exception("build job launch failed", extra=extra)
         return await _fault(services, build.id, f"the build job could not be launched: {e}") or build
     return build
+
+
+def _check_options(options: dict[str, Any] | None) -> None:
+    """Refuse bad build options now (400) rather than fault the build minutes later."""
+    try:
+        BuildOptions.parse(json.dumps(options or {}))
+    except BuildOptionsError as e:
+        raise InvalidArgument(str(e)) from None
 
 
 async def get_build(
@@ -223,7 +233,9 @@ async def _running_build(s: AsyncSession, engine_id: str, *, lock: bool = False)
 
 
 async def _latest_build(s: AsyncSession, engine_id: str) -> Build | None:
-    query = select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created.desc(), Build.id.desc())
+    query = (
+        select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created.desc(), Build.id.desc())
+    )
     return (await s.scalars(query.limit(1))).first()
 
 

@@ -75,3 +75,14 @@ def test_long_poll_times_out_with_408(client: httpx.Client) -> None:
     response = client.get(f"{base}/builds/{build['id']}", params={"min-revision": 5})
     assert response.status_code == 408
     assert client.get(f"{base}/current-build", params={"min-revision": 5}).status_code == 408
+
+
+def test_bad_build_options_are_refused_before_the_build_exists(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    base = f"/translation/engines/{engine['id']}"
+    for options, word in (({"epochs": 3}, "epochs"), ({"lrSchedule": "sawtooth"}, "lrSchedule")):
+        refused = client.post(f"{base}/builds", json={"options": options})
+        assert refused.status_code == 400 and word in refused.text
+    assert client.get(f"{base}/builds").json() == []
+    accepted = client.post(f"{base}/builds", json={"options": {"maxSteps": 5, "freeze": ["encoder"]}})
+    assert accepted.status_code == 201

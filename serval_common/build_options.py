@@ -1,10 +1,17 @@
-"""Build options: the JSON object a client passes in BuildConfig.options."""
+"""Build options: the JSON object a client passes in BuildConfig.options.
+
+The API service checks them when a build starts (400 on a bad key or value) and the build job
+parses them again, so both sides agree on one definition."""
 
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+LrSchedule = Literal["constant", "linear", "cosine"]
+FreezablePart = Literal["embeddings", "encoder", "decoder"]
 
 
 class BuildOptionsError(ValueError):
@@ -26,8 +33,17 @@ class BuildOptions(BaseModel):
         alias="learningRate",
         gt=0,
         le=1,
-        description="constant AdamW learning rate; 1e-3 suits the tiny model, use ~1e-4 or lower "
+        description="peak AdamW learning rate; 1e-3 suits the tiny model, use ~1e-4 or lower "
         "for a real NLLB-200 checkpoint",
+    )
+    lr_schedule: LrSchedule = Field(
+        default="constant",
+        alias="lrSchedule",
+        description="after warm-up: keep the rate (constant) or decay it to zero by maxSteps",
+    )
+    warmup_steps: int = Field(default=0, alias="warmupSteps", ge=0, description="linear warm-up steps")
+    freeze: list[FreezablePart] = Field(
+        default_factory=list, description="parameter groups left untouched by training"
     )
     batch_size: int = Field(default=16, alias="batchSize", ge=1, le=1024)
     gradient_accumulation: int = Field(default=1, alias="gradientAccumulation", ge=1, le=256)
@@ -42,10 +58,20 @@ class BuildOptions(BaseModel):
         description="share of pairs held out for scoring (at least one pair)",
     )
     quantization: str | None = Field(default="int8", description="CTranslate2 quantization")
+    pretranslate_beams: int = Field(
+        default=4, alias="pretranslateBeams", ge=1, le=32, description="beam size for pretranslation"
+    )
+    pretranslate_batch_size: int = Field(
+        default=64, alias="pretranslateBatchSize", ge=1, le=4096, description="segments per CTranslate2 call"
+    )
+    clearml_queue: str | None = Field(
+        default=None, alias="clearmlQueue", description="ClearML queue for this build's job"
+    )
     seed: int = 0
 
     @classmethod
     def parse(cls, text: str) -> BuildOptions:
+        """Parse the JSON text; a `BuildOptionsError` says what is wrong in words a client can use."""
         try:
             raw = json.loads(text or "{}")
         except json.JSONDecodeError as exc:
