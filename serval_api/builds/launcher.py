@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 
 from serval_common.jobs import JobSpec
 
-__all__ = ["JobLauncher", "JobSpec"]
+__all__ = ["ExitHandler", "JobLauncher", "JobSpec", "QueueHandler"]
+
+ExitHandler = Callable[[str, int, str], Awaitable[None]]
+"""Called with (build_id, exit code, last lines of the job's log) when a job ends. Exit code 0 is
+success, 143 a cancel; anything else faults a build the job itself did not finish."""
+
+QueueHandler = Callable[[dict[str, int]], Awaitable[None]]
+"""Called with {build_id: jobs ahead of it} for waiting builds whenever queue positions change."""
 
 
 class JobLauncher(ABC):
+    on_exit: ExitHandler | None = None
+    on_queue: QueueHandler | None = None
+
     @abstractmethod
-    async def launch(self, spec: JobSpec) -> None:
-        """Queue or start the job; return at once."""
+    async def launch(self, spec: JobSpec) -> str:
+        """Queue or start the job and return at once with its job reference (`kind:id`), which the
+        build records so a restarted API service can find the job again."""
 
     @abstractmethod
     async def cancel(self, build_id: str) -> None:
         """Stop the job if it is queued or running; a no-op for unknown builds."""
+
+    async def resume(self, build_id: str, job_ref: str) -> bool:
+        """After an API restart: follow the job `job_ref` names again if it still runs. False means
+        the job is gone and the build must be restarted or faulted."""
+        return False
 
     @abstractmethod
     def queue_depth(self) -> int:
@@ -24,4 +41,4 @@ class JobLauncher(ABC):
 
     @abstractmethod
     async def close(self) -> None:
-        """Stop every job this launcher started (API service shutdown)."""
+        """Stop following jobs (API service shutdown); local jobs are stopped."""
