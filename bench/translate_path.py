@@ -138,7 +138,10 @@ def main() -> None:
     sentences = [p.source for p in demo_pairs()[1000 : 1000 + args.sentences]]
     with tempfile.TemporaryDirectory() as tmp:
         _, model_dir = fetch_folder(
-            store_from_settings(shared), f"base-models/{BASE_MODEL}", Path(tmp) / "cache"
+            store_from_settings(shared),
+            f"base-models/{BASE_MODEL}",
+            Path(tmp) / "cache",
+            with_checkpoint=False,
         )
         baseline = direct(model_dir, sentences)
         home = Path(tmp) / "home"

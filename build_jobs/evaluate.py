@@ -16,33 +16,69 @@ class Scores:
     bleu: float
 
 
+@dataclass(frozen=True)
+class Translation:
+    text: str
+    score: float
+    """CTranslate2's length-normalized log-probability of the hypothesis."""
+
+
+class NllbTranslator:
+    """A CTranslate2 model behind the node's tokenizer, so what a job scores or pretranslates is
+    what the node serves. A code the model does not know reaches CTranslate2 as `<unk>` (the base
+    model before codes are added)."""
+
+    def __init__(self, ct2_dir: Path, *, device: str = "cpu", intra_threads: int = 1) -> None:
+        import ctranslate2
+
+        from inference_gpu.nllb import NllbTokenizer
+
+        self._tokenizer = NllbTokenizer.from_folder(ct2_dir)
+        self._translator = ctranslate2.Translator(str(ct2_dir), device=device, intra_threads=intra_threads)
+
+    def translate(
+        self,
+        sources: Sequence[str],
+        source_code: str,
+        target_code: str,
+        *,
+        beam_size: int,
+        max_batch_size: int,
+        max_length: int = 128,
+    ) -> list[Translation]:
+        tokenizer = self._tokenizer
+        batch = [[source_code, *tokenizer.encode(s, source_code).pieces[: max_length - 2], "</s>"]
+                 if s.strip() and _knows(tokenizer, source_code)
+                 else [source_code, *tokenizer.encode_target(s)[: max_length - 2], "</s>"]
+                 for s in sources]  # fmt: skip
+        results = self._translator.translate_batch(
+            batch,
+            target_prefix=[[target_code]] * len(batch),
+            beam_size=beam_size,
+            max_batch_size=max_batch_size,
+            max_decoding_length=max_length,
+            return_scores=True,
+        )
+        out = []
+        for result in results:
+            pieces = [p for p in result.hypotheses[0] if p not in (target_code, "</s>")]
+            out.append(Translation(tokenizer.decode(pieces).translation, result.scores[0]))
+        return out
+
+
 def translate_all(
     ct2_dir: Path, sources: Sequence[str], source_code: str, target_code: str, *, max_length: int = 128
 ) -> list[str]:
-    """Translate with the node's tokenizer, so scores reflect what the node serves. A code the
-    model does not know reaches CTranslate2 as `<unk>` (the base model before codes are added)."""
-    import ctranslate2
-
-    from inference_gpu.nllb import NllbTokenizer
-
-    tokenizer = NllbTokenizer.from_folder(ct2_dir)
-    batch = [[source_code, *tokenizer.encode(s, source_code).pieces[: max_length - 2], "</s>"]
-             if s.strip() and _knows(tokenizer, source_code)
-             else [source_code, *tokenizer.encode_target(s)[: max_length - 2], "</s>"]
-             for s in sources]  # fmt: skip
-    translator = ctranslate2.Translator(str(ct2_dir), device="cpu", intra_threads=1)
-    results = translator.translate_batch(
-        batch,
-        target_prefix=[[target_code]] * len(batch),
+    translator = NllbTranslator(ct2_dir)
+    translations = translator.translate(
+        sources,
+        source_code,
+        target_code,
         beam_size=BEAM_SIZE,
         max_batch_size=BATCH_SIZE,
-        max_decoding_length=max_length,
+        max_length=max_length,
     )
-    out = []
-    for result in results:
-        pieces = [p for p in result.hypotheses[0] if p not in (target_code, "</s>")]
-        out.append(tokenizer.decode(pieces).translation)
-    return out
+    return [t.text for t in translations]
 
 
 def _knows(tokenizer: object, code: str) -> bool:

@@ -3,6 +3,7 @@ NLLB layout, constant-LR AdamW), with language codes the checkpoint lacks added 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,10 +21,11 @@ from build_jobs.base_model.tiny import (
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, load_nllb_tokenizer, save_nllb_tokenizer
 
 if TYPE_CHECKING:
-    from transformers import NllbTokenizer
+    import torch
+    from transformers import M2M100ForConditionalGeneration, NllbTokenizer
 
-Progress = Callable[[int, int, float], None]
-"""(step, max_steps, loss), called every `PROGRESS_EVERY` steps and after the last one."""
+Progress = Callable[[int, int, float, float], None]
+"""(step, max_steps, loss, learning rate), every `PROGRESS_EVERY` steps and after the last one."""
 ShouldCancel = Callable[[], bool]
 
 PROGRESS_EVERY = 10
@@ -60,6 +62,45 @@ def add_codes(tokenizer: NllbTokenizer, codes: Sequence[str]) -> list[str]:
     return added
 
 
+def lr_factor(schedule: str, warmup_steps: int, max_steps: int) -> Callable[[int], float]:
+    """The multiplier of the peak rate after `done` optimizer steps: a linear warm-up, then
+    constant, or a linear or cosine decay that reaches zero at `max_steps`."""
+
+    def factor(done: int) -> float:
+        if done < warmup_steps:
+            return (done + 1) / warmup_steps
+        if schedule == "constant":
+            return 1.0
+        spent = min(1.0, (done - warmup_steps) / max(1, max_steps - warmup_steps))
+        return 1.0 - spent if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * spent))
+
+    return factor
+
+
+def freeze_parts(model: M2M100ForConditionalGeneration, parts: Sequence[str]) -> list[torch.nn.Parameter]:
+    """Stop gradients for the named parts and return the parameters still trained. The shared
+    token embedding (encoder, decoder and output layer use one matrix) freezes only with
+    `embeddings`, so new language codes still learn when the encoder or decoder is frozen."""
+    shared = model.get_input_embeddings().weight
+    modules = {"encoder": model.model.encoder, "decoder": model.model.decoder}
+    for part in parts:
+        if part == "embeddings":
+            shared.requires_grad_(False)
+            for module in modules.values():
+                positions = getattr(module, "embed_positions", None)
+                if positions is not None:
+                    for parameter in positions.parameters():
+                        parameter.requires_grad_(False)
+        else:
+            for parameter in modules[part].parameters():
+                if parameter is not shared:
+                    parameter.requires_grad_(False)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ValueError("freeze leaves nothing to train; freeze fewer of embeddings, encoder, decoder")
+    return trainable
+
+
 def finetune(
     hf_dir: Path,
     out_dir: Path,
@@ -74,6 +115,9 @@ def finetune(
     batch_size: int,
     gradient_accumulation: int = 1,
     max_length: int = 128,
+    lr_schedule: str = "constant",
+    warmup_steps: int = 0,
+    freeze: Sequence[str] = (),
     seed: int = 0,
     progress: Progress | None = None,
     should_cancel: ShouldCancel | None = None,
@@ -93,7 +137,11 @@ def finetune(
         if len(tokenizer) != model.get_input_embeddings().num_embeddings:
             model.resize_token_embeddings(len(tokenizer))
         generator = torch.Generator().manual_seed(seed)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        trainable = freeze_parts(model, freeze)
+        optimizer = torch.optim.AdamW(trainable, lr=lr)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_factor(lr_schedule, warmup_steps, max_steps)
+        )
         batches = _batches(examples, batch_size, generator)
         model.train()
         step, loss_value, stopped_by_budget = 0, float("nan"), False
@@ -115,12 +163,14 @@ def finetune(
                 ).loss
                 (loss / gradient_accumulation).backward()
                 total += loss.item()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+            step_lr = float(scheduler.get_last_lr()[0])
             optimizer.step()
+            scheduler.step()
             step += 1
             loss_value = total / gradient_accumulation
             if progress is not None and (step % PROGRESS_EVERY == 0 or step == max_steps):
-                progress(step, max_steps, loss_value)
+                progress(step, max_steps, loss_value, step_lr)
         if should_cancel is not None and should_cancel():
             raise Canceled("the build was canceled")
         model.eval()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from serval_common.manifest import (
     MANIFEST,
+    TRAINING_CHECKPOINT,
     Manifest,
     ManifestError,
     ManifestFile,
@@ -54,12 +56,13 @@ def publish_inference_only(
         languages=base.languages,
         ctranslate2_version=base.ctranslate2_version,
         quantization=base.quantization,
+        max_positions=base.max_positions,
         scores=base.scores,
     )
     return publish_folder(store, revision_prefix(engine_id, revision), None, manifest)
 
 
-HF_SUBFOLDER = "hf"
+HF_SUBFOLDER = TRAINING_CHECKPOINT
 """A published model folder keeps its Hugging Face checkpoint under `hf/` so it can be fine-tuned;
 the node loads CTranslate2 from the folder root and ignores it."""
 
@@ -102,6 +105,12 @@ def publish_model_folder(
         store.upload_file(f"{prefix}/{entry.path}", ct2_dir / entry.path)
     for entry in hf:
         store.upload_file(f"{prefix}/{HF_SUBFOLDER}/{entry.path}", hf_dir / entry.path)
-    manifest = manifest.model_copy(update={"files": files})
+    manifest = manifest.model_copy(update={"files": files, "max_positions": _max_positions(hf_dir)})
     store.write_bytes(f"{prefix}/{MANIFEST}", manifest.model_dump_json(indent=2).encode())
     return manifest
+
+
+def _max_positions(hf_dir: Path) -> int | None:
+    config = json.loads((hf_dir / "config.json").read_text())
+    value = config.get("max_position_embeddings")
+    return int(value) if value else None

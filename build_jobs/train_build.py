@@ -12,7 +12,7 @@ from pathlib import Path
 from build_jobs.base_model.convert import convert_to_ctranslate2
 from build_jobs.data import read_corpus
 from build_jobs.evaluate import evaluate
-from build_jobs.finetune import Canceled, ShouldCancel, finetune
+from build_jobs.finetune import Canceled, Progress, ShouldCancel, finetune
 from build_jobs.publish import HF_SUBFOLDER, base_model_prefix, publish_model_folder, revision_prefix
 from serval_common.build_options import BuildOptions
 from serval_common.manifest import Manifest, ManifestError, fetch_folder
@@ -47,6 +47,7 @@ def train_revision(
     target_language: str,
     options: BuildOptions,
     phase: Phase | None = None,
+    on_train_step: Progress | None = None,
     should_cancel: ShouldCancel | None = None,
     work_dir: Path | None = None,
 ) -> TrainedRevision:
@@ -81,8 +82,10 @@ def train_revision(
 
         span = TRAIN_END - TRAIN_START
 
-        def on_step(step: int, total: int, loss: float) -> None:
+        def on_step(step: int, total: int, loss: float, lr: float) -> None:
             report(TRAIN_START + span * step / total, f"training step {step}/{total}, loss {loss:.3f}")
+            if on_train_step is not None:
+                on_train_step(step, total, loss, lr)
 
         report(TRAIN_START, f"fine-tuning {base_model} for at most {options.max_steps} steps")
         out_hf = work / "hf"
@@ -99,6 +102,9 @@ def train_revision(
             batch_size=options.batch_size,
             gradient_accumulation=options.gradient_accumulation,
             max_length=options.max_length,
+            lr_schedule=options.lr_schedule,
+            warmup_steps=options.warmup_steps,
+            freeze=options.freeze,
             seed=options.seed,
             progress=on_step,
             should_cancel=should_cancel,
@@ -124,6 +130,12 @@ def train_revision(
             added_language_codes=result.added_language_codes,
             ctranslate2_version=ctranslate2.__version__,
             quantization=options.quantization,
+            training={
+                "steps": result.steps,
+                "seconds": round(result.seconds, 2),
+                "steps_per_second": round(result.steps / result.seconds, 2) if result.seconds else 0.0,
+                "stopped_by_budget": float(result.stopped_by_budget),
+            },
             scores={
                 "chrf_before": before.chrf,
                 "chrf_after": after.chrf,

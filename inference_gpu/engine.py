@@ -41,7 +41,7 @@ class LoadedModel:
         """Load the backend and tokenizer; blocking (seconds for a large model), so call it in a
         worker thread from async code."""
         tokenizer = NllbTokenizer.from_folder(folder)
-        backend = backend_class(manifest.backend).load(folder, node_settings)
+        backend = backend_class(manifest.backend).load(folder, node_settings, manifest.max_positions)
         batcher: MicroBatcher[TranslateRequest, list[Hypothesis]] = MicroBatcher(
             backend.translate,
             max_batch_size=node_settings.max_batch_size,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter
@@ -93,9 +94,12 @@ class ModelManager:
         started = time.perf_counter()
         try:
             manifest, folder = await asyncio.to_thread(
-                fetch_folder, self.store, ref.location, self.settings.node_cache_dir
+                functools.partial(fetch_folder, with_checkpoint=False),
+                self.store,
+                ref.location,
+                self.settings.node_cache_dir,
             )
-            size = manifest.size_bytes or await asyncio.to_thread(_folder_size, folder)
+            size = await asyncio.to_thread(_folder_size, folder)
             await self._make_room(ref.location, size)
             self._sizes[ref.location] = size
             model = await asyncio.to_thread(LoadedModel.load, folder, manifest, self.settings.node)

@@ -17,8 +17,9 @@ from grpc_reflection.v1alpha import reflection
 from serval.admin.v1 import admin_pb2_grpc
 from serval.inference.v1 import node_pb2_grpc
 from serval.translation.v1 import engine_pb2_grpc, platform_pb2_grpc
+from serval_api.builds.factory import launcher_from_settings
 from serval_api.builds.launcher import JobLauncher
-from serval_api.builds.local import LocalJobLauncher
+from serval_api.builds.recovery import recover_builds
 from serval_api.db.database import Database
 from serval_api.db.nodes import DatabaseNodeRecords, mark_all_nodes_gone
 from serval_api.grpc.admin_api import AdminApi
@@ -49,7 +50,7 @@ class _RestServer(uvicorn.Server):
 
 
 class ApiService:
-    """`launcher` defaults to the one `settings.jobs.launcher` names (only `local` exists yet)."""
+    """`launcher` defaults to the one `settings.jobs.launcher` names (`local` or `clearml`)."""
 
     def __init__(
         self,
@@ -83,7 +84,7 @@ class ApiService:
         await mark_all_nodes_gone(db)
         registry = NodeRegistry()
         dispatcher = Dispatcher(registry, settings)
-        launcher = self._launcher or LocalJobLauncher(settings)
+        launcher = self._launcher or launcher_from_settings(settings)
         self.metrics.bind(
             db,
             connected_nodes=lambda: len(registry.sessions()),
@@ -97,12 +98,14 @@ class ApiService:
             dispatcher=dispatcher,
             long_poll_max_s=self._long_poll_max_s,
         )
-        if isinstance(launcher, LocalJobLauncher):
 
-            async def on_exit(build_id: str, code: int, tail: str) -> None:
-                await platform.job_exited(services, build_id, code, tail)
+        async def on_exit(build_id: str, code: int, tail: str) -> None:
+            await platform.job_exited(services, build_id, code, tail)
 
-            launcher.on_exit = on_exit
+        async def on_queue(positions: dict[str, int]) -> None:
+            await platform.queue_positions(services, positions)
+
+        launcher.on_exit, launcher.on_queue = on_exit, on_queue
         self.services = services
 
         async def verify_token(token: str) -> bool:
@@ -129,6 +132,7 @@ class ApiService:
         )
         await server.start()
         self._grpc = server
+        await recover_builds(services)
 
         config = uvicorn.Config(
             create_app(services, self.metrics), log_config=None, lifespan="off", access_log=False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -11,8 +12,17 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
+
+NETWORK_ERRORS: tuple[type[Exception], ...] = (
+    urllib.error.URLError,
+    ConnectionError,
+    TimeoutError,
+    http.client.HTTPException,
+)
+"""What `RestClient` raises when the service cannot be reached or the connection breaks."""
 
 
 def free_port() -> int:
@@ -46,20 +56,44 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 20) -> int:
 
 
 class RestClient:
-    """Just enough HTTP+JSON for the demo, on the standard library."""
+    """Just enough HTTP+JSON for the demo and `serval build`, on the standard library.
 
-    def __init__(self, base_url: str, api_key: str) -> None:
+    Network failures (refused connections, timeouts, dropped sockets) raise as `NETWORK_ERRORS`;
+    HTTP error statuses come back as `(status, payload)`."""
+
+    def __init__(self, base_url: str, api_key: str | None) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
 
     def call(self, method: str, path: str, body: Any = None, timeout_s: float = 60) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.base_url + path,
-            data=data,
-            method=method,
-            headers={"X-API-Key": self.api_key, "Content-Type": "application/json"},
+        return self._send(method, path, data, "application/json", timeout_s)
+
+    def upload(
+        self, path: str, fields: dict[str, str], filename: str, contents: bytes, timeout_s: float = 60
+    ) -> tuple[int, Any]:
+        """POST a multipart/form-data body: the text `fields` and one file part named `file`."""
+        boundary = f"serval-{uuid.uuid4().hex}"
+        parts = [
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+            for name, value in fields.items()
+        ]
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n".encode()
+            + contents
+            + b"\r\n"
         )
+        data = b"".join(parts) + f"--{boundary}--\r\n".encode()
+        return self._send("POST", path, data, f"multipart/form-data; boundary={boundary}", timeout_s)
+
+    def _send(
+        self, method: str, path: str, data: bytes | None, content_type: str, timeout_s: float
+    ) -> tuple[int, Any]:
+        headers = {"Content-Type": content_type}
+        if self.api_key:
+            headers["X-API-Key"] = self.api_key
+        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 raw = response.read()

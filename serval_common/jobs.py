@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CANCELED_EXIT_CODE = 143
+"""128 + SIGTERM: how a build job that stopped because it was canceled exits."""
+
 
 @dataclass(frozen=True)
 class JobSpec:

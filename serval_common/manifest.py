@@ -46,8 +46,14 @@ class Manifest(BaseModel):
     added_language_codes: list[str] = Field(default_factory=list)
     ctranslate2_version: str | None = None
     quantization: str | None = None
+    max_positions: int | None = Field(
+        default=None, description="the model's position limit: longest input and output in tokens"
+    )
     files: list[ManifestFile] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
+    training: dict[str, float] = Field(
+        default_factory=dict, description="steps, seconds, steps_per_second, stopped_by_budget (0/1)"
+    )
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -98,18 +104,31 @@ def read_manifest(store: ModelStore, prefix: str) -> Manifest:
         raise ManifestError(f"{prefix}/{MANIFEST} is not a valid manifest: {exc}") from exc
 
 
-def fetch_folder(store: ModelStore, prefix: str, cache_dir: Path) -> tuple[Manifest, Path]:
+TRAINING_CHECKPOINT = "hf"
+"""The subfolder holding the Hugging Face checkpoint a build fine-tunes; serving never needs it."""
+
+
+def fetch_folder(
+    store: ModelStore, prefix: str, cache_dir: Path, *, with_checkpoint: bool = True
+) -> tuple[Manifest, Path]:
     """Return the manifest of `prefix` and a verified local copy of its weights.
 
     Follows `weights_from` to the folder that holds the files. Files download into a temporary
     folder, are checked against the manifest, and the folder is renamed into place, so a partial
     or corrupt copy is never visible. A verified copy already in the cache is reused.
+    `with_checkpoint=False` leaves out the `hf/` training checkpoint (what serving needs).
     """
     manifest = read_manifest(store, prefix)
     source_prefix, files_manifest = prefix, manifest
     if manifest.weights_from:
         source_prefix = manifest.weights_from
         files_manifest = read_manifest(store, source_prefix)
+    if not with_checkpoint:
+        files_manifest = files_manifest.model_copy(
+            update={
+                "files": [f for f in files_manifest.files if not f.path.startswith(f"{TRAINING_CHECKPOINT}/")]
+            }
+        )
     if not files_manifest.files:
         raise ManifestError(f"{source_prefix}/{MANIFEST} lists no files")
     digest = hashlib.sha256(files_manifest.model_dump_json(include={"files"}).encode()).hexdigest()[:16]

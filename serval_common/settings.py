@@ -8,6 +8,7 @@ CPU node on loopback.
 
 from __future__ import annotations
 
+import socket
 from functools import cached_property
 from pathlib import Path
 
@@ -79,10 +80,42 @@ class NodeSettings(BaseModel):
     )
 
 
+class ClearMLSettings(BaseModel):
+    """`jobs.launcher = clearml`: build jobs run as ClearML tasks (docs/clearml.md). Unset server
+    and credential fields fall back to the SDK's own CLEARML_* variables and `clearml.conf`."""
+
+    project: str = Field(default="serval", description="ClearML project the build tasks are created in.")
+    default_queue: str = Field(
+        default="default",
+        description="Queue a build's task waits on unless its `clearmlQueue` option names one.",
+    )
+    image: str = Field(
+        default="ghcr.io/serval-live/build-jobs:latest",
+        description="Container image the agent runs a build job in; it must hold Serval installed with the "
+        "`jobs` and `clearml` extras in its default python3.",
+    )
+    api_host: str | None = Field(default=None, description="ClearML API server URL (https://api.clear.ml).")
+    web_host: str | None = Field(default=None, description="ClearML web app URL, e.g. https://app.clear.ml.")
+    files_host: str | None = Field(default=None, description="ClearML file server URL.")
+    access_key: str | None = Field(default=None, description="ClearML API access key.")
+    secret_key: str | None = Field(default=None, description="ClearML API secret key.")
+    connect_timeout_s: float = Field(
+        default=10.0, description="A launch fails once signing in to the ClearML server takes this long."
+    )
+    request_timeout_s: float = Field(default=60.0, description="The longest one ClearML call may take.")
+    poll_interval_s: float = Field(default=5.0, description="How often followed tasks' states are read.")
+    job_api_address: str | None = Field(
+        default=None,
+        description="gRPC host:port build jobs dial to reach this API service (they run on other "
+        "machines); default `api.host:api.grpc_port`.",
+    )
+
+
 class JobSettings(BaseModel):
     launcher: str = Field(default="local", description="local or clearml")
     max_concurrent: int = 1
     default_base_model: str = "tiny-nllb"
+    clearml: ClearMLSettings = Field(default_factory=ClearMLSettings)
 
 
 class AuthSettings(BaseModel):
@@ -118,6 +151,11 @@ class Settings(BaseSettings):
     @cached_property
     def node_cache_dir(self) -> Path:
         return (self.node.cache_dir or self.home / "node-cache").resolve()
+
+    @property
+    def api_instance_name(self) -> str:
+        """This replica's stable name: `api.instance_id`, else the host name (a pod's name)."""
+        return self.api.instance_id or socket.gethostname()
 
     @property
     def api_grpc_address(self) -> str:

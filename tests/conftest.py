@@ -8,7 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, fresh_database, verse_pairs, wait_for_port
+from tests.helpers import TEST_DATABASE_URL, free_port, fresh_database, verse_pairs, wait_for_port
+
+DATABASE_FIXTURES = frozenset({"database_url", "e2e_database_url"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The PostgreSQL pass of `make test` (SERVAL_TEST_DATABASE_URL set) runs only the tests that
+    use a database (through a database fixture, or marked `database`); the others ran on the
+    SQLite pass and would run the same again."""
+    if not os.environ.get(TEST_DATABASE_URL):
+        return
+    keep = [
+        item
+        for item in items
+        if item.get_closest_marker("database") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    ]
+    dropped = [item for item in items if item not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -150,3 +150,21 @@ def test_a_cancelled_request_is_skipped(
 
     assert asyncio.run(run())
     assert [len(call) for call in recorder.calls] == [1]
+
+
+def test_the_model_position_limit_caps_input_and_output(
+    tiny_ct2_model: Path, requests: list[TranslateRequest]
+) -> None:
+    settings = NodeSettings(device="cpu", compute_type="int8", max_decoding_length=200)
+    source = TranslateRequest([*requests[0].source[:-1] * 3, "</s>"], ["swh_Latn"])
+    too_long = TranslateRequest([*requests[0].source[:-1] * 20, "</s>"], ["swh_Latn"])
+    assert len(too_long.source) > 256
+    free = CTranslate2Backend.load(tiny_ct2_model, settings)
+    capped = CTranslate2Backend.load(tiny_ct2_model, settings, max_positions=8)
+    try:
+        assert len(free.translate([source])[0][0].tokens) > 7, "the uncapped output runs longer"
+        assert len(capped.translate([source])[0][0].tokens) <= 7
+        assert len(capped.translate([too_long])[0][0].tokens) <= 7, "inputs past the limit are cut"
+    finally:
+        free.unload()
+        capped.unload()

@@ -145,3 +145,54 @@ def test_sigterm_is_a_cancel_request() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         assert canceled.wait(5)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_learning_rate_schedules() -> None:
+    from build_jobs.finetune import lr_factor
+
+    assert [lr_factor("constant", 0, 10)(d) for d in (0, 5, 9)] == [1.0, 1.0, 1.0]
+    warm = lr_factor("linear", 4, 14)
+    assert [warm(d) for d in (0, 1, 3)] == [0.25, 0.5, 1.0]
+    assert (warm(4), warm(9), warm(14)) == (1.0, 0.5, 0.0)
+    cosine = lr_factor("cosine", 0, 10)
+    assert cosine(0) == 1.0 and abs(cosine(5) - 0.5) < 1e-9 and abs(cosine(10)) < 1e-9
+
+
+def test_frozen_parts_keep_their_weights(store: ModelStore, tmp_path: Path) -> None:
+    import torch
+    from transformers import M2M100ForConditionalGeneration
+
+    from build_jobs.finetune import finetune
+
+    sources, targets = verse_pairs("engwebp", "swh1850", 340)
+    hf_dir = tmp_path / "store" / "base-models" / "tiny" / "hf"
+    out = tmp_path / "tuned"
+    result = finetune(
+        hf_dir,
+        out,
+        list(zip(sources[300:], targets[300:], strict=True)),
+        "eng_Latn",
+        "quc_Latn",
+        max_steps=3,
+        time_budget_s=60,
+        lr=1e-2,
+        batch_size=8,
+        lr_schedule="linear",
+        warmup_steps=1,
+        freeze=["encoder"],
+    )
+    assert result.steps == 3 and result.added_language_codes == ["quc_Latn"]
+    before = M2M100ForConditionalGeneration.from_pretrained(str(hf_dir)).state_dict()
+    after = M2M100ForConditionalGeneration.from_pretrained(str(out)).state_dict()
+    encoder = [k for k in before if k.startswith("model.encoder.layers.")]
+    decoder = [k for k in before if k.startswith("model.decoder.layers.")]
+    assert encoder and decoder
+    assert all(torch.equal(before[k], after[k]) for k in encoder), "a frozen encoder does not move"
+    assert any(not torch.equal(before[k], after[k]) for k in decoder), "the decoder trains"
+    shared = "model.shared.weight"
+    assert after[shared].shape[0] == before[shared].shape[0] + 1, "the new code's embedding row"
+    with pytest.raises(ValueError, match="nothing to train"):
+        finetune(
+            hf_dir, out, [("a", "b")], "eng_Latn", "swh_Latn", max_steps=1, time_budget_s=60, lr=1e-3,
+            batch_size=1, freeze=["embeddings", "encoder", "decoder"],
+        )  # fmt: skip

@@ -77,3 +77,14 @@ def test_local_keys_cannot_leave_the_store(tmp_path: Path) -> None:
 def test_unknown_scheme() -> None:
     with pytest.raises(StoreError, match="unsupported model store URL"):
         open_store("ftp://host/models")
+
+
+def test_serving_copy_leaves_out_the_training_checkpoint(store: ModelStore, tmp_path: Path) -> None:
+    folder = model_folder(tmp_path)
+    (folder / "hf").mkdir()
+    (folder / "hf" / "model.safetensors").write_bytes(b"checkpoint" * 100)
+    publish_folder(store, "base-models/x", folder, Manifest(kind="base-model", name="x"))
+    _, serving = fetch_folder(store, "base-models/x", tmp_path / "cache", with_checkpoint=False)
+    _, training = fetch_folder(store, "base-models/x", tmp_path / "cache")
+    assert not (serving / "hf").exists() and (serving / "model.bin").is_file()
+    assert (training / "hf" / "model.safetensors").is_file() and training != serving

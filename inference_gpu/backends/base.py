@@ -49,8 +49,8 @@ class Backend(ABC):
 
     @classmethod
     @abstractmethod
-    def load(cls, folder: Path, settings: NodeSettings) -> Self:
-        """Load the model in `folder`; blocking."""
+    def load(cls, folder: Path, settings: NodeSettings, max_positions: int | None = None) -> Self:
+        """Load the model in `folder`; blocking. `max_positions` bounds input and output lengths."""
 
     @abstractmethod
     def translate(self, requests: list[TranslateRequest]) -> list[list[Hypothesis]]:

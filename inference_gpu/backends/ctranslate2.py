@@ -44,16 +44,22 @@ class CTranslate2Backend(Backend):
     name = "ctranslate2"
 
     def __init__(
-        self, translator: ctranslate2.Translator, folder: Path, settings: NodeSettings, compute_type: str
+        self,
+        translator: ctranslate2.Translator,
+        folder: Path,
+        settings: NodeSettings,
+        compute_type: str,
+        max_positions: int | None = None,
     ) -> None:
         self._translator: ctranslate2.Translator | None = translator
+        self._max_positions = max_positions
         self._folder = folder
         self._settings = settings
         self._compute_type = compute_type
         self._size_bytes = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
     @classmethod
-    def load(cls, folder: Path, settings: NodeSettings) -> Self:
+    def load(cls, folder: Path, settings: NodeSettings, max_positions: int | None = None) -> Self:
         device = resolve_device(settings.device)
         compute_type = resolve_compute_type(settings.compute_type, device, settings.device_index)
         translator = ctranslate2.Translator(
@@ -64,7 +70,7 @@ class CTranslate2Backend(Backend):
             intra_threads=settings.intra_threads,
             inter_threads=settings.inter_threads,
         )
-        return cls(translator, folder, settings, compute_type)
+        return cls(translator, folder, settings, compute_type, max_positions)
 
     @property
     def translator(self) -> ctranslate2.Translator:
@@ -96,6 +102,11 @@ class CTranslate2Backend(Backend):
             raise ValueError("one batch mixes decoding settings")
         translator = self.translator
         max_length = self._settings.max_decoding_length + max(len(r.target_prefix) for r in requests)
+        input_limit = 0
+        if self._max_positions:
+            # The decoder's first position holds the start token; inputs past the limit are cut.
+            max_length = min(max_length, self._max_positions - 1)
+            input_limit = self._max_positions
         results = translator.translate_batch(
             [request.source for request in requests],
             target_prefix=[request.target_prefix for request in requests],
@@ -103,12 +114,14 @@ class CTranslate2Backend(Backend):
             num_hypotheses=num_hypotheses,
             return_scores=True,
             return_attention=True,
-            max_input_length=0,
+            max_input_length=input_limit,
             max_decoding_length=max_length,
         )
         flat = [(i, tokens) for i, result in enumerate(results) for tokens in result.hypotheses]
         scored = translator.score_batch(
-            [requests[i].source for i, _ in flat], [tokens for _, tokens in flat], max_input_length=0
+            [requests[i].source for i, _ in flat],
+            [tokens for _, tokens in flat],
+            max_input_length=input_limit,
         )
         log_probs = iter(score.log_probs for score in scored)
         return [

@@ -1,42 +1,46 @@
 """The local job launcher: each build job runs as a child process of the API service, at most
-`jobs.max_concurrent` at once, the rest waiting in a queue."""
+`jobs.max_concurrent` at once, the rest waiting in a first-come queue."""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
+import signal
 import sys
-from collections.abc import Awaitable, Callable
 
 from serval_api.builds.launcher import JobLauncher, JobSpec
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
 
-ExitHandler = Callable[[str, int, str], Awaitable[None]]
-"""Called with (build_id, exit code, last lines of the job's log) when a job process ends."""
+_PR_SET_PDEATHSIG = 1
 
 
 class LocalJobLauncher(JobLauncher):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.log_dir = (settings.home / "logs").resolve()
+        self.job_ref = f"local:{settings.api_instance_name}"
         self._slots = asyncio.Semaphore(max(1, settings.jobs.max_concurrent))
-        self._waiting: set[str] = set()
+        self._waiting: list[str] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._processes: dict[str, asyncio.subprocess.Process] = {}
-        self.on_exit: ExitHandler | None = None
 
     def queue_depth(self) -> int:
         return len(self._waiting)
 
-    async def launch(self, spec: JobSpec) -> None:
-        self._waiting.add(spec.build_id)
+    async def launch(self, spec: JobSpec) -> str:
+        self._waiting.append(spec.build_id)
         self._tasks[spec.build_id] = asyncio.create_task(self._run(spec))
+        await self._queue_changed()
+        return self.job_ref
 
     async def cancel(self, build_id: str) -> None:
-        self._waiting.discard(build_id)
+        if build_id in self._waiting:
+            self._waiting.remove(build_id)
+            await self._queue_changed()
         process = self._processes.get(build_id)
         if process is not None and process.returncode is None:
             process.terminate()
@@ -44,9 +48,22 @@ class LocalJobLauncher(JobLauncher):
             task.cancel()
 
     async def close(self) -> None:
+        self._waiting.clear()
         for build_id in list(self._tasks):
             await self.cancel(build_id)
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def _queue_changed(self, started: str | None = None) -> None:
+        if self.on_queue is None:
+            return
+        positions = {build_id: ahead for ahead, build_id in enumerate(self._waiting)}
+        if started is not None:
+            positions[started] = 0
+        if positions:
+            try:
+                await self.on_queue(positions)
+            except Exception:
+                log.exception("could not record build queue positions")
 
     async def _run(self, spec: JobSpec) -> None:
         extra = {"build_id": spec.build_id, "engine_id": spec.engine_id}
@@ -54,7 +71,8 @@ class LocalJobLauncher(JobLauncher):
             async with self._slots:
                 if spec.build_id not in self._waiting:
                     return
-                self._waiting.discard(spec.build_id)
+                self._waiting.remove(spec.build_id)
+                await self._queue_changed(started=spec.build_id)
                 code, tail = await self._execute(spec)
             log.info("build job exited", extra={**extra, "exit_code": code})
             if self.on_exit is not None:
@@ -74,6 +92,7 @@ class LocalJobLauncher(JobLauncher):
                 stdout=log_file,
                 stderr=asyncio.subprocess.STDOUT,
                 env={**os.environ, **spec.environment()},
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
             self._processes[spec.build_id] = process
             log.info(
@@ -89,3 +108,11 @@ class LocalJobLauncher(JobLauncher):
                 self._processes.pop(spec.build_id, None)
         tail = log_path.read_text(errors="replace").splitlines()[-20:]
         return code, "\n".join(tail)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: a job whose API service dies (even by SIGKILL) gets SIGTERM, which
+    it treats as a cancel, so a restarted API service never finds a job it no longer follows still
+    publishing. The build is then restarted by `recovery.recover_builds`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

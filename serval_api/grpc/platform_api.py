@@ -3,7 +3,7 @@ one-time job token of its build. RPCs not overridden here answer UNIMPLEMENTED."
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import UTC
 from typing import Any
 
@@ -12,7 +12,7 @@ from grpc.aio import ServicerContext as Context
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.grpc.calls import bearer_token, run_call
-from serval_api.service import Services, platform
+from serval_api.service import Services, job_auth, platform, pretranslations
 
 
 class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
@@ -30,7 +30,7 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
         """Authorize the job token for `build_id` (and, when named, that build's engine)."""
 
         async def call() -> empty_pb2.Empty:
-            await platform.authorize_job(self._services, build_id, bearer_token(context), engine_id=engine_id)
+            await job_auth.authorize_job(self._services, build_id, bearer_token(context), engine_id=engine_id)
             await report()
             return empty_pb2.Empty()
 
@@ -87,7 +87,7 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
     ) -> empty_pb2.Empty:
         async def call() -> empty_pb2.Empty:
             token = bearer_token(context)
-            build_id = await platform.authorize_job_for_engine(self._services, request.engine_id, token)
+            build_id = await job_auth.authorize_job_for_engine(self._services, request.engine_id, token)
             await platform.increment_corpus_size(self._services, build_id, request.count)
             return empty_pb2.Empty()
 
@@ -130,6 +130,31 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
             context, request.build_id, lambda: platform.build_restarting(self._services, request.build_id)
         )
 
+    async def InsertPretranslations(
+        self, request_iterator: AsyncIterable[platform_pb2.InsertPretranslationsRequest], context: Context
+    ) -> empty_pb2.Empty:
+        async def call() -> empty_pb2.Empty:
+            rows = pretranslation_rows(request_iterator)
+            await pretranslations.insert(self._services, bearer_token(context), rows)
+            return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+
+async def pretranslation_rows(
+    requests: AsyncIterable[platform_pb2.InsertPretranslationsRequest],
+) -> AsyncIterator[pretranslations.PretranslationRow]:
+    async for request in requests:
+        yield pretranslations.PretranslationRow(
+            engine_id=request.engine_id,
+            corpus_id=request.corpus_id,
+            text_id=request.text_id,
+            translation=request.translation,
+            source_refs=list(request.source_refs),
+            target_refs=list(request.target_refs),
+            confidence=request.confidence,
+        )
+
 
 _STAGES = {platform_pb2.PHASE_STAGE_TRAIN: "Train", platform_pb2.PHASE_STAGE_INFERENCE: "Inference"}
 
@@ -146,7 +171,8 @@ def phase_dict(phase: platform_pb2.Phase) -> dict[str, Any]:
 
 
 def execution_data_dict(data: platform_pb2.ExecutionData) -> dict[str, Any]:
-    return {
+    """Only what the job set: an empty string or list leaves what the API service recorded."""
+    fields = {
         "trainCount": data.train_count,
         "pretranslateCount": data.pretranslate_count,
         "warnings": list(data.warnings),
@@ -155,3 +181,4 @@ def execution_data_dict(data: platform_pb2.ExecutionData) -> dict[str, Any]:
         "resolvedSourceLanguage": data.resolved_source_language,
         "resolvedTargetLanguage": data.resolved_target_language,
     }
+    return {key: value for key, value in fields.items() if value not in ("", [])}

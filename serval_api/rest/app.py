@@ -18,6 +18,7 @@ from serval_api.rest import (
     metrics,
     openapi,
     parallel_corpora,
+    pretranslations,
     status,
     translation,
 )
@@ -29,6 +30,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.state.services = services
     for module in (engines, builds, translation, status, admin, downloads, files, corpora, parallel_corpora):
         app.include_router(module.router)
+    app.include_router(pretranslations.router)
     if api_metrics is not None:
         app.state.metrics = api_metrics
         app.add_middleware(RestMetricsMiddleware, metrics=api_metrics)

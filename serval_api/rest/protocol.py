@@ -10,6 +10,7 @@ from pydantic.alias_generators import to_camel
 
 from serval.translation.v1 import engine_pb2
 from serval_api.db.models import Build, Engine
+from serval_api.db.models import Pretranslation as PretranslationRecord
 
 
 class Model(BaseModel):
@@ -167,6 +168,27 @@ class HealthReport(Model):
 
 class Error(Model):
     message: str
+
+
+class Pretranslation(Model):
+    """Serval's PretranslationDto; `refs` is the deprecated alias of `targetRefs`."""
+
+    text_id: str
+    refs: list[str] = Field(json_schema_extra={"deprecated": True})
+    source_refs: list[str]
+    target_refs: list[str]
+    translation: str
+
+
+def pretranslation_dto(row: PretranslationRecord) -> Pretranslation:
+    target_refs = [str(ref) for ref in row.target_refs]
+    return Pretranslation(
+        text_id=row.text_id,
+        refs=target_refs,
+        source_refs=[str(ref) for ref in row.source_refs],
+        target_refs=target_refs,
+        translation=row.translation,
+    )
 
 
 def engine_url(base_url: str, engine_id: str) -> str:

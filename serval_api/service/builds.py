@@ -10,7 +10,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -18,7 +18,7 @@ from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
-from serval_api.service import corpus_export
+from serval_api.service import corpus_export, pretranslations
 from serval_api.service.changes import build_key, engine_key
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
@@ -85,18 +85,7 @@ async def start_build(
             else:
                 engine.is_building = True
             s.add(build)
-            spec = JobSpec(
-                build_id=build.id,
-                engine_id=engine.id,
-                source_language=engine.source_code,
-                target_language=engine.target_code,
-                revision=build.target_model_revision,
-                train=plan.train,
-                options_json=json.dumps(options) if options else "{}",
-                store_url=services.settings.resolved_store_url,
-                api_address=services.settings.api_grpc_address,
-                job_token=token,
-            )
+            spec = job_spec(services, build, engine, train=plan.train, job_token=token)
     except IntegrityError:
         raise Conflict(f"engine {engine_id} already has a build pending or running") from None
     extra = {"engine_id": engine_id, "build_id": build.id}
@@ -107,11 +96,26 @@ async def start_build(
     log.info("build created", extra=extra)
     try:
         await corpus_export.write_build_files(services, build.id, plan)
-        await services.launcher.launch(spec)
+        await record_job_ref(services, build.id, await services.launcher.launch(spec))
     except Exception as e:
         log.exception("build job launch failed", extra=extra)
         return await _fault(services, build.id, f"the build job could not be launched: {e}") or build
     return build
+
+
+def job_spec(services: Services, build: Build, engine: Engine, *, train: bool, job_token: str) -> JobSpec:
+    return JobSpec(
+        build_id=build.id,
+        engine_id=engine.id,
+        source_language=engine.source_code,
+        target_language=engine.target_code,
+        revision=build.target_model_revision,
+        train=train,
+        options_json=json.dumps(build.options) if build.options else "{}",
+        store_url=services.settings.resolved_store_url,
+        api_address=services.settings.api_grpc_address,
+        job_token=job_token,
+    )
 
 
 def _check_options(options: dict[str, Any] | None) -> None:
@@ -188,6 +192,7 @@ async def cancel_current_build(services: Services, caller: Caller, engine_id: st
     services.changes.notify(build_key(build.id), engine_key(engine_id))
     log.info("build canceled by client", extra={"engine_id": engine_id, "build_id": build.id})
     await services.launcher.cancel(build.id)
+    await pretranslations.discard(services, build)
     return build
 
 
@@ -216,6 +221,12 @@ async def apply_job_change(
         engine.is_building = build.build_state.is_running
     services.changes.notify(build_key(build.id), engine_key(build.engine_id))
     return build
+
+
+async def record_job_ref(services: Services, build_id: str, job_ref: str) -> None:
+    """Internal bookkeeping, not part of the build's wire shape, so the revision stays."""
+    async with services.db.session() as s:
+        await s.execute(update(Build).where(Build.id == build_id).values(job_ref=job_ref))
 
 
 async def _fault(services: Services, build_id: str, message: str) -> Build | None:

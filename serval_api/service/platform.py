@@ -3,48 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
+import signal
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select
-
 from serval_api.db.models import Build, BuildState, Engine, utcnow
-from serval_api.errors import NotFound, PermissionDenied, Unauthenticated
+from serval_api.errors import NotFound
+from serval_api.service import pretranslations
 from serval_api.service.builds import apply_job_change
 from serval_api.service.context import Services
-from serval_api.service.keys import hash_secret
+from serval_common.jobs import CANCELED_EXIT_CODE
 
 log = logging.getLogger(__name__)
-
-
-async def authorize_job(
-    services: Services, build_id: str, token: str | None, *, engine_id: str | None = None
-) -> None:
-    if not token:
-        raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
-    async with services.db.session() as s:
-        build = await s.get(Build, build_id)
-    if build is None:
-        raise NotFound(f"build {build_id} not found")
-    if build.job_token_hash is None or not hmac.compare_digest(build.job_token_hash, hash_secret(token)):
-        raise PermissionDenied(f"the job token is not valid for build {build_id}")
-    if engine_id is not None and engine_id != build.engine_id:
-        raise PermissionDenied(f"build {build_id} does not belong to engine {engine_id}")
-
-
-async def authorize_job_for_engine(services: Services, engine_id: str, token: str | None) -> str:
-    """For the platform calls that name only an engine: the running build whose job holds `token`."""
-    if not token:
-        raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
-    async with services.db.session() as s:
-        build = await s.scalar(
-            select(Build).where(Build.engine_id == engine_id, Build.job_token_hash == hash_secret(token))
-        )
-    if build is None:
-        raise PermissionDenied(f"the job token is not valid for engine {engine_id}")
-    return build.id
 
 
 async def build_started(services: Services, build_id: str) -> None:
@@ -97,7 +68,12 @@ async def update_execution_data(services: Services, build_id: str, data: dict[st
     """Merge what the job learned (train/pretranslate counts, warnings, resolved languages)."""
 
     def change(build: Build, _engine: Engine) -> None:
-        build.execution_data = {**(build.execution_data or {}), **data}
+        recorded = build.execution_data or {}
+        warnings = [
+            *recorded.get("warnings", []),
+            *(w for w in data.get("warnings", []) if w not in recorded.get("warnings", [])),
+        ]
+        build.execution_data = {**recorded, **data, "warnings": warnings}
 
     await _report(services, build_id, "build execution data", change, level=logging.DEBUG)
 
@@ -130,7 +106,9 @@ async def build_restarting(services: Services, build_id: str) -> None:
     def change(build: Build, _engine: Engine) -> None:
         build.state = BuildState.PENDING.value
 
-    await _report(services, build_id, "build restarting", change)
+    build = await _report(services, build_id, "build restarting", change)
+    if build is not None:
+        await pretranslations.discard(services, build)
 
 
 async def _report(
@@ -148,20 +126,37 @@ async def _report(
             event,
             extra={"build_id": build_id, "engine_id": build.engine_id, "state": build.state},
         )
+        if not build.build_state.is_running:
+            await pretranslations.build_finished(services, build)
     return build
 
 
+async def queue_positions(services: Services, positions: dict[str, int]) -> None:
+    """The launcher's queue moved: each waiting build learns how many jobs are ahead of it."""
+    for build_id, ahead in positions.items():
+
+        def change(build: Build, _engine: Engine, ahead: int = ahead) -> None:
+            build.queue_depth = ahead
+
+        with contextlib.suppress(NotFound):
+            await apply_job_change(services, build_id, change)
+
+
 async def job_exited(services: Services, build_id: str, exit_code: int, log_tail: str) -> None:
-    """A job process ended; a build it left running (crash, kill) becomes Faulted."""
+    """A job ended; a build it left running becomes Canceled when the job was stopped (exit 143,
+    SIGTERM: a cancel from outside, such as a stopped ClearML task) and Faulted otherwise."""
+    stopped = exit_code in (CANCELED_EXIT_CODE, -signal.SIGTERM)
     reason = (
-        "the build job exited without reporting completion"
+        "the build job was stopped"
+        if stopped
+        else "the build job exited without reporting completion"
         if exit_code == 0
         else f"the build job exited with code {exit_code}"
     )
-    message = f"{reason}: {log_tail.strip()[-1500:]}" if log_tail.strip() else reason
+    message = f"{reason}: {log_tail.strip()[-1500:]}" if log_tail.strip() and not stopped else reason
 
     def change(build: Build, _engine: Engine) -> None:
-        build.state = BuildState.FAULTED.value
+        build.state = (BuildState.CANCELED if stopped else BuildState.FAULTED).value
         build.message = message
         build.date_finished = utcnow()
 

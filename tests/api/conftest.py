@@ -31,8 +31,9 @@ class RecordingLauncher(JobLauncher):
         self.specs: list[JobSpec] = []
         self.canceled: list[str] = []
 
-    async def launch(self, spec: JobSpec) -> None:
+    async def launch(self, spec: JobSpec) -> str:
         self.specs.append(spec)
+        return f"recorded:{spec.build_id}"
 
     async def cancel(self, build_id: str) -> None:
         self.canceled.append(build_id)

@@ -95,7 +95,7 @@ class World:
         return body(self) if callable(body) else body
 
     def param(self, name: str) -> str:
-        fixed = {"engine_type": "nmt", "language": "en", "n": "2"}
+        fixed = {"engine_type": "nmt", "language": "en", "n": "2", "text_id": "MAT"}
         if name in fixed:
             return fixed[name]
         value = getattr(self, name, None)

@@ -71,6 +71,15 @@ REST_ENDPOINTS: list[Rest] = [
         json={"sourceSegment": "a", "targetSegment": "b", "sentenceStart": True},
     ),
     Rest("GET", ENGINE + "/model-download-url", READ_ENGINES, (404, 409)),
+    Rest("GET", ENGINE + "/parallel-corpora/{parallel_corpus_id}/pretranslations", READ_ENGINES, NOT_BUILT),
+    # Serval's older path names a corpus; the world's corpus is not a parallel corpus, so even its owner gets 404.
+    Rest("GET", ENGINE + "/corpora/{corpus_id}/pretranslations", READ_ENGINES, 404),
+    Rest(
+        "GET",
+        ENGINE + "/parallel-corpora/{parallel_corpus_id}/pretranslations/{text_id}/usfm",
+        READ_ENGINES,
+        NOT_BUILT,
+    ),
     Rest("GET", "/api/v1/status/health", None, (200, 503)),
     Rest("GET", "/api/v1/translation/engine-types/{engine_type}/queues", READ_ENGINES, 200),
     Rest("GET", "/api/v1/translation/engine-types/{engine_type}/languages/{language}", READ_ENGINES, 200),
@@ -235,6 +244,9 @@ SEPARATELY_AUTHENTICATED_GRPC_SERVICES = {
     "serval.translation.v1.TranslationPlatformApi": "job tokens: test_platform_api.py, test_jwt.py",
     "serval.inference.v1.InferenceNodeApi": "node tokens: test_node_protocol.py, test_jwt.py",
 }
+
+
+pytestmark = pytest.mark.database
 
 
 @pytest.fixture(scope="module")

@@ -184,12 +184,3 @@ def test_phases_execution_data_and_corpus_size(api: RunningApi, client: httpx.Cl
             "a job token reaches only its own engine"
         )
     assert client.get(f"/translation/engines/{other['id']}").json()["corpusSize"] == 0
-
-
-def test_pretranslations_are_not_accepted_yet(api: RunningApi, client: httpx.Client) -> None:
-    engine = create_engine(client)
-    client.post(f"/translation/engines/{engine['id']}/builds", json={})
-    request = platform_pb2.InsertPretranslationsRequest(engine_id=engine["id"], translation="x")
-    with pytest.raises(grpc.RpcError) as error:
-        job_stub(api).InsertPretranslations(iter([request]), metadata=as_job(api))
-    assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED

@@ -48,9 +48,10 @@ MAX_UPLOAD_BYTES = 4096
 
 
 @pytest.fixture
-def small_api(tmp_path: Path) -> Iterator[RunningApi]:
+def small_api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
     settings = Settings(
         home=tmp_path,
+        database_url=database_url,
         api=ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0, max_upload_bytes=MAX_UPLOAD_BYTES),
     )
     running = RunningApi(settings)

@@ -47,6 +47,17 @@ def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -
     build: dict[str, Any] = response.json()
     build = wait_for_build(rest, engine["id"], build, timeout_s=300)
     assert build["state"] == "Completed", build
+    assert build["message"].startswith("published revision 1: trained 60 steps"), build["message"]
+    assert "chrF" in build["message"] and "190 training pairs, 10 held out" in build["message"]
+    (train,) = build["phases"]
+    assert (train["stage"], train["step"], train["stepCount"]) == ("Train", 60, 60) and train["started"]
+    data = build["executionData"]
+    assert (data["trainCount"], data["resolvedSourceLanguage"], data["resolvedTargetLanguage"]) == (
+        190,
+        "eng_Latn",
+        "swh_Latn",
+    )
+    assert data["engineSourceLanguageTag"] == "en", "what the API service recorded stays"
 
     current = rest.get(f"/translation/engines/{engine['id']}").json()
     assert current["modelRevision"] == 1
@@ -56,6 +67,8 @@ def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -
     )
     assert manifest["weights_from"] is None and manifest["build_id"] == build["id"]
     assert {"chrf_before", "chrf_after"} <= set(manifest["scores"])
+    assert manifest["training"]["steps"] == 60 and manifest["training"]["steps_per_second"] > 0
+    assert manifest["max_positions"] == 256
     assert current["confidence"] == manifest["scores"]["chrf_after"]
 
     translated = rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE)

@@ -1,0 +1,130 @@
+"""Pretranslation: after a build publishes its revision, the job translates the segments the API
+service exported to `builds/{buildId}/pretranslate.src.json` and writes
+`builds/{buildId}/pretranslate.trg.json`: the same rows, `translation` now the MT output, plus
+`confidence` (the exponential of CTranslate2's length-normalized score, in 0..1)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from build_jobs.evaluate import NllbTranslator
+from build_jobs.finetune import Canceled
+from build_jobs.publish import revision_prefix
+from serval_common.manifest import fetch_folder
+from serval_common.store import ModelStore
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+Progress = Callable[[int, int], None]
+"""(segments translated, segments to translate)"""
+
+MAX_LENGTH = 256
+"""Tokens per segment, as the node decodes by default (`node.max_decoding_length`)."""
+
+
+def source_key(build_id: str) -> str:
+    return f"builds/{build_id}/pretranslate.src.json"
+
+
+def target_key(build_id: str) -> str:
+    return f"builds/{build_id}/pretranslate.trg.json"
+
+
+def read_source_rows(store: ModelStore, build_id: str) -> list[Row]:
+    """The exported rows; none when the build pretranslates nothing (no file)."""
+    key = source_key(build_id)
+    if not store.exists(key):
+        return []
+    rows = json.loads(store.read_bytes(key) or b"[]")
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"{key} is not a JSON list of rows")
+    return rows
+
+
+def pretranslate(
+    store: ModelStore,
+    build_id: str,
+    model_dir: Path,
+    source_code: str,
+    target_code: str,
+    *,
+    beams: int,
+    batch_size: int,
+    progress: Progress | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> list[Row]:
+    """Translate every exported segment with the model in `model_dir` and write the target file.
+    An empty source segment gets an empty translation (confidence 1) without reaching the model.
+    Raises `Canceled` when `should_cancel` turns true between batches."""
+    rows = read_source_rows(store, build_id)
+    if not rows:
+        return []
+    out = [{**row, "translation": "", "confidence": 1.0} for row in rows]
+    pending = [i for i, row in enumerate(rows) if str(row.get("translation") or "").strip()]
+    if pending:
+        translator = NllbTranslator(model_dir, device="auto", intra_threads=0)
+        for start in range(0, len(pending), batch_size):
+            if should_cancel is not None and should_cancel():
+                raise Canceled("the build was canceled while pretranslating")
+            chunk = pending[start : start + batch_size]
+            translations = translator.translate(
+                [str(rows[i]["translation"]) for i in chunk],
+                source_code,
+                target_code,
+                beam_size=beams,
+                max_batch_size=batch_size,
+                max_length=MAX_LENGTH,
+            )
+            for i, translation in zip(chunk, translations, strict=True):
+                out[i]["translation"] = translation.text
+                out[i]["confidence"] = _confidence(translation.score)
+            if progress is not None:
+                progress(start + len(chunk), len(pending))
+    store.write_bytes(target_key(build_id), json.dumps(out, ensure_ascii=False).encode())
+    log.info("pretranslated", extra={"build_id": build_id, "rows": len(out), "translated": len(pending)})
+    return out
+
+
+def pretranslate_revision(
+    store: ModelStore,
+    *,
+    engine_id: str,
+    revision: int,
+    build_id: str,
+    source_code: str,
+    target_code: str,
+    beams: int,
+    batch_size: int,
+    progress: Progress | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> list[Row]:
+    """`pretranslate` with the engine's published revision (an inference-only revision's manifest
+    points at the base model's weights); the model is fetched only when there is work."""
+    if not read_source_rows(store, build_id):
+        return []
+    with tempfile.TemporaryDirectory(prefix="serval-pretranslate-") as tmp:
+        _manifest, model_dir = fetch_folder(
+            store, revision_prefix(engine_id, revision), Path(tmp), with_checkpoint=False
+        )
+        return pretranslate(
+            store,
+            build_id,
+            model_dir,
+            source_code,
+            target_code,
+            beams=beams,
+            batch_size=batch_size,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+
+
+def _confidence(score: float) -> float:
+    return min(1.0, max(0.0, math.exp(score))) if math.isfinite(score) else 0.0

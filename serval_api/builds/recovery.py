@@ -1,0 +1,81 @@
+"""Start-up recovery: builds an earlier run of this API replica left Pending or Active.
+
+A job the launcher can follow again (a ClearML task still running) is resumed. A local job died
+with the API service (see `local._die_with_parent`), so its build is restarted with a new job
+token — Serval's Restarting → Pending — at most `MAX_RESTARTS` times, then faulted. Local builds
+of other replicas (another `job_ref`) are theirs to recover and are left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+from sqlalchemy import select
+
+from serval_api.db.models import Build, BuildState, Engine, utcnow
+from serval_api.service import builds, pretranslations
+from serval_api.service.context import Services
+from serval_api.service.keys import hash_secret
+
+log = logging.getLogger(__name__)
+
+MAX_RESTARTS = 2
+
+
+async def recover_builds(services: Services) -> None:
+    local_ref = f"local:{services.settings.api_instance_name}"
+    async with services.db.session() as s:
+        running = select(Build.id, Build.job_ref).where(
+            Build.state.in_((BuildState.PENDING.value, BuildState.ACTIVE.value))
+        )
+        found = list((await s.execute(running)).tuples())
+    for build_id, job_ref in found:
+        extra = {"build_id": build_id, "job_ref": job_ref}
+        if job_ref is not None and job_ref.startswith("local:") and job_ref != local_ref:
+            continue
+        if job_ref is not None and await services.launcher.resume(build_id, job_ref):
+            log.info("following the build job again", extra=extra)
+            continue
+        try:
+            await _restart(services, build_id)
+        except Exception:
+            log.exception("could not restart the build", extra=extra)
+
+
+async def _restart(services: Services, build_id: str) -> None:
+    token = secrets.token_urlsafe(32)
+    restarted: list[Build] = []
+
+    def restart(build: Build, _engine: Engine) -> None:
+        build.restarts += 1
+        if build.restarts > MAX_RESTARTS:
+            build.state = BuildState.FAULTED.value
+            build.message = (
+                f"the build job was interrupted {build.restarts} times by API service restarts; "
+                "start the build again"
+            )
+            build.date_finished = utcnow()
+            return
+        build.state = BuildState.PENDING.value
+        build.message = "restarting: the API service restarted while the build job ran"
+        build.step, build.progress, build.phases, build.queue_depth = 0, 0.0, None, None
+        build.job_token_hash = hash_secret(token)
+        restarted.append(build)
+
+    build = await builds.apply_job_change(services, build_id, restart)
+    if build is None:
+        return
+    await pretranslations.discard(services, build)
+    if not restarted:
+        log.warning("build faulted after repeated restarts", extra={"build_id": build_id})
+        return
+    async with services.db.session() as s:
+        engine = await s.get(Engine, build.engine_id)
+    if engine is None:
+        return
+    data = build.execution_data or {}
+    train = bool(data.get("trainCount") or data.get("trainSegmentCount"))
+    spec = builds.job_spec(services, build, engine, train=train, job_token=token)
+    log.info("restarting the build job", extra={"build_id": build_id, "engine_id": engine.id})
+    await builds.record_job_ref(services, build_id, await services.launcher.launch(spec))
