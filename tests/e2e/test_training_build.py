@@ -74,3 +74,34 @@ def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -
     translated = rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE)
     assert translated.status_code == 200, translated.text
     assert translated.json()["translation"].strip()
+
+
+def test_a_build_to_kiche_adds_its_code_and_serves(deployment: Deployment) -> None:
+    rest = deployment.rest
+    sources, targets = verse_pairs("engwebp", "quctt", 200)
+    engine = rest.post(
+        "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "quc", "type": "nmt"}
+    ).json()
+    language = rest.get("/translation/engine-types/nmt/languages/quc").json()
+    assert (language["internalCode"], language["isNative"]) == ("quc_Latn", False)
+    pc = rest.post(
+        f"/translation/engines/{engine['id']}/parallel-corpora",
+        json={
+            "sourceCorpusIds": [corpus(rest, "en", sources)],
+            "targetCorpusIds": [corpus(rest, "quc", targets)],
+        },
+    ).json()
+    build = rest.post(
+        f"/translation/engines/{engine['id']}/builds",
+        json={"trainOn": [{"parallelCorpusId": pc["id"]}], "options": {"maxSteps": 30}},
+    ).json()
+    build = wait_for_build(rest, engine["id"], build, timeout_s=300)
+    assert build["state"] == "Completed", build
+    manifest = json.loads(
+        (deployment.home / "store" / "models" / engine["id"] / "1" / "manifest.json").read_text()
+    )
+    assert manifest["added_language_codes"] == ["quc_Latn"]
+
+    translated = rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE)
+    assert translated.status_code == 200, translated.text
+    assert translated.json()["targetTokens"]
