@@ -30,9 +30,9 @@ lint: $(VENV)/.installed
 protos: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py
 
-# Pre-release only: rebuild serval_api/db/migrations/versions/0001_initial.py from the models.
+# After a model change: autogenerate the next migration, e.g. make migration MESSAGE="add pretranslations".
 migration: $(VENV)/.installed
-	$(BIN)/python -m serval_api.db.migrations.regenerate
+	$(BIN)/python -m serval_api.db.migrations.regenerate "$(MESSAGE)"
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/translate_path.py

@@ -3,8 +3,8 @@ service, build job and inference node, side by side with two baselines: an infer
 (no training: the path's fixed cost) and the fine-tuning loop called directly (no API service,
 no job process: the training cost alone).
 
-A translation counts as served by the new revision once a probe set of verses translates
-differently from the previous revision (a fine-tuned model changes at least one of them).
+A translation counts as served by the new revision when its `X-Model-Revision` header names it
+(during the hot swap the previous revision answers while the node loads the new one).
 
 Run by hand (never as a timed test):  .venv/bin/python bench/build_to_translation.py [--steps 300]
 It reuses the tiny base model of `serval demo` (building it first if needed) and starts its own
@@ -29,7 +29,6 @@ from serval_common.manifest import fetch_folder
 from serval_common.settings import Settings, StoreSettings
 from serval_common.store import store_from_settings
 
-PROBES = 5
 POLL_S = 0.05
 
 
@@ -51,22 +50,16 @@ def direct_steps_per_s(settings: Settings, pairs: list[tuple[str, str]], steps: 
     return result.steps / result.seconds
 
 
-def translations(rest: processes.RestClient, path: str, probes: list[str]) -> list[str] | None:
-    answers = []
-    for probe in probes:
-        status, body = rest.call("POST", f"{path}/translate", probe)
-        if status != 200:
-            return None
-        answers.append(body["translation"])
-    return answers
+def served_revision(rest: processes.RestClient, path: str, probe: str) -> int | None:
+    status, _ = rest.call("POST", f"{path}/translate", probe)
+    return int(rest.last_headers["x-model-revision"]) if status == 200 else None
 
 
 def timed_build(
-    rest: processes.RestClient, engine_id: str, config: dict[str, Any], probes: list[str]
+    rest: processes.RestClient, engine_id: str, config: dict[str, Any], probe: str
 ) -> dict[str, float]:
-    """Seconds from the build's start to Completed and to the first translations by its revision."""
+    """Seconds from the build's start to Completed and to the first translation by its revision."""
     path = engine_path(engine_id)
-    previous = translations(rest, path, probes)
     started = time.monotonic()
     build = rest.expect(201, "POST", f"{path}/builds", config)
     while build["state"] in ("Pending", "Active"):
@@ -77,7 +70,8 @@ def timed_build(
     completed = time.monotonic() - started
     if build["state"] != "Completed":
         raise RuntimeError(f"build {build['id']} ended {build['state']}: {build.get('message')}")
-    while (answers := translations(rest, path, probes)) is None or answers == previous:
+    revision = rest.expect(200, "GET", path)["modelRevision"]
+    while served_revision(rest, path, probe) != revision:
         if time.monotonic() - started > completed + 120:
             raise RuntimeError("the new revision never served a translation")
         time.sleep(POLL_S)
@@ -98,7 +92,7 @@ def main() -> None:
     shared = Settings(home=args.home)
     ensure_base_model(shared, steps=1000, rebuild=False)
     uploaded, kept = fine_tune_pairs()
-    probes = [p.source for p in kept[:PROBES]]
+    probe = kept[0].source
     pairs = [(p.source, p.target) for p in uploaded]
     direct = direct_steps_per_s(shared, pairs, args.steps, args.learning_rate)
 
@@ -129,13 +123,13 @@ def main() -> None:
                 {"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"},
             )
             corpus_id = upload_corpus(rest, engine_path(engine["id"]), uploaded)
-            inference_only = timed_build(rest, engine["id"], {"trainOn": []}, probes)
+            inference_only = timed_build(rest, engine["id"], {"trainOn": []}, probe)
             options = {"maxSteps": args.steps, "timeBudgetS": 3600, "learningRate": args.learning_rate}
             training = timed_build(
                 rest,
                 engine["id"],
                 {"trainOn": [{"parallelCorpusId": corpus_id}], "options": options},
-                probes,
+                probe,
             )
             store = store_from_settings(settings)
             manifest = json.loads(store.read_bytes(f"models/{engine['id']}/2/manifest.json"))

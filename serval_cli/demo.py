@@ -59,6 +59,7 @@ FINE_TUNE_LR = 3e-4
 """Below the 1e-3 the base model was trained with: on 180 steps of Luke it gains ~2 chrF where
 1e-3 gains ~0 (measured on 2 CPU cores; the held-out scores are noisy, 36 pairs)."""
 BUILD_TIMEOUT_S = 900
+FIRST_TRANSLATION_TIMEOUT_S = 60
 
 
 def demo(
@@ -179,7 +180,7 @@ def _run(settings: Settings, running: list[tuple[str, subprocess.Popen[bytes]]],
         verses = [by_ref[ref] for ref in DEMO_VERSES]
         started = time.monotonic()
         _build(rest, engine["id"], {"name": "inference-only", "trainOn": []})
-        _first_translation(rest, path, verses[0], started)
+        _first_translation(rest, path, verses[0], started, revision=1)
         _show(rest, path, verses, "verse")
         _show_grpc(grpc_port, api_key, engine["id"], verses[0])
         return
@@ -198,7 +199,7 @@ def _run(settings: Settings, running: list[tuple[str, subprocess.Popen[bytes]]],
     reports = _BuildReports()
     started = time.monotonic()
     engine = _build(rest, engine["id"], config, reports.read)
-    _first_translation(rest, path, kept[0], started)
+    _first_translation(rest, path, kept[0], started, revision=engine["modelRevision"])
     reports.print(engine)
     after = _chrf(rest, path, kept)
     console.print(f"the kept-back verses: chrF {before:.1f} (base model) → [bold]{after:.1f}[/] (fine-tuned)")
@@ -223,11 +224,21 @@ def _build(
     return engine
 
 
-def _first_translation(rest: processes.RestClient, path: str, verse: VersePair, started: float) -> None:
-    """The engine's first translation after a build: the new revision serves it (hot swap)."""
-    _translate(rest, path, verse.source, 1)
+def _first_translation(
+    rest: processes.RestClient, path: str, verse: VersePair, started: float, revision: int
+) -> None:
+    """Translate until the new revision answers (`X-Model-Revision`): during the hot swap the
+    previous revision serves while the node loads the new one."""
+    deadline = time.monotonic() + FIRST_TRANSLATION_TIMEOUT_S
+    while True:
+        _translate(rest, path, verse.source, 1)
+        if rest.last_headers.get("x-model-revision") == str(revision):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"revision {revision} did not serve within {FIRST_TRANSLATION_TIMEOUT_S} s")
+        time.sleep(0.05)
     elapsed = time.monotonic() - started
-    console.print(f"build start → first translation served by the new revision: [bold]{elapsed:.1f} s[/]")
+    console.print(f"build start → first translation served by revision {revision}: [bold]{elapsed:.1f} s[/]")
 
 
 def _start_services(

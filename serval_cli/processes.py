@@ -64,6 +64,8 @@ class RestClient:
     def __init__(self, base_url: str, api_key: str | None) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
+        self.last_headers: dict[str, str] = {}
+        """The last answer's response headers, names in lower case (e.g. `x-model-revision`)."""
 
     def call(self, method: str, path: str, body: Any = None, timeout_s: float = 60) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
@@ -96,9 +98,11 @@ class RestClient:
         request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                self.last_headers = {k.lower(): v for k, v in response.headers.items()}
                 raw = response.read()
                 return response.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as exc:
+            self.last_headers = {k.lower(): v for k, v in exc.headers.items()}
             raw = exc.read()
             try:
                 return exc.code, json.loads(raw)

@@ -180,3 +180,35 @@ def test_convert_accepts_an_empty_folder(tiny: TinyBaseModel, tmp_path: Path) ->
     out_dir.mkdir()
     convert_to_ctranslate2(tiny.hf_dir, out_dir, quantization=None)
     assert (out_dir / "model.bin").is_file()
+
+
+def test_alignment_is_the_penultimate_layer_averaged_over_heads(tiny: TinyBaseModel, tmp_path: Path) -> None:
+    """CTranslate2's returned attention equals the Hugging Face model's cross-attention of the
+    penultimate decoder layer averaged over its heads, for the same source and target tokens."""
+    import ctranslate2
+    import torch
+    from transformers import M2M100ForConditionalGeneration
+
+    ct2_dir = convert_to_ctranslate2(tiny.hf_dir, tmp_path / "ct2", quantization=None)
+    tokenizer = load_nllb_tokenizer(tiny.hf_dir)
+    source = ["eng_Latn", *tokenizer.tokenize("In the beginning was the Word."), "</s>"]
+    translator = ctranslate2.Translator(str(ct2_dir), device="cpu")
+    result = translator.translate_batch(
+        [source], target_prefix=[["swh_Latn"]], beam_size=1, return_attention=True, max_decoding_length=8
+    )[0]
+    target = result.hypotheses[0]
+    ct2_attention = torch.tensor(result.attention[0])
+
+    model = M2M100ForConditionalGeneration.from_pretrained(str(tiny.hf_dir), attn_implementation="eager")
+    ids = tokenizer.convert_tokens_to_ids
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor([ids(source)]),
+            decoder_input_ids=torch.tensor([ids(["</s>", *target])]),
+            output_attentions=True,
+        )
+    assert len(out.cross_attentions) >= 2
+    expected = out.cross_attentions[-2][0].mean(dim=0)[1 : 1 + len(ct2_attention)]
+    last_head0 = out.cross_attentions[-1][0][0][1 : 1 + len(ct2_attention)]
+    assert torch.allclose(ct2_attention, expected, atol=1e-3)
+    assert not torch.allclose(ct2_attention, last_head0, atol=1e-3), "not CTranslate2's default"

@@ -1,6 +1,6 @@
 """The migrations build exactly the schema the models describe, on SQLite and PostgreSQL.
 
-When this fails after a model change, regenerate the initial migration: `make migration`."""
+When this fails after a model change, add a migration: `make migration MESSAGE="what changed"`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
 from serval_api.db.database import Database
-from serval_api.db.migrations import UnmanagedSchema, context_options, downgrade
+from serval_api.db.migrations import UnmanagedSchema, context_options, downgrade, upgrade
 from serval_api.db.models import Base
 
 
@@ -75,3 +75,36 @@ def test_tables_without_migration_history_are_not_touched(database_url: str) -> 
             await db.close()
 
     assert asyncio.run(check()) == {"engines"}
+
+
+def test_a_database_of_the_first_release_upgrades_with_its_rows(database_url: str) -> None:
+    """Rows written under revision 0001 survive the upgrade to head, new columns defaulted."""
+
+    async def check() -> tuple[Any, ...]:
+        db = Database(database_url)
+        try:
+            async with db.engine.begin() as conn:
+                await conn.run_sync(lambda c: upgrade(c, "0001"))
+                await conn.execute(
+                    text(
+                        "INSERT INTO engines (id, owner, source_language, target_language, type, source_code,"
+                        " target_code, is_building, model_revision, confidence, corpus_size, date_created)"
+                        " VALUES ('e1', 'me', 'en', 'sw', 'nmt', 'eng_Latn', 'swh_Latn', false, 1, 0, 0,"
+                        " CURRENT_TIMESTAMP)"
+                    )
+                )
+                await conn.execute(
+                    text(
+                        "INSERT INTO builds (id, engine_id, owner, revision, state, step,"
+                        " target_model_revision, date_created)"
+                        " VALUES ('b1', 'e1', 'me', 3, 'Completed', 0, 1, CURRENT_TIMESTAMP)"
+                    )
+                )
+            await db.migrate()
+            async with db.engine.connect() as conn:
+                row = (await conn.execute(text("SELECT id, revision, job_ref, restarts FROM builds"))).one()
+                return tuple(row)
+        finally:
+            await db.close()
+
+    assert asyncio.run(check()) == ("b1", 3, None, 0)

@@ -9,6 +9,7 @@ import grpc
 
 from serval_api.auth import API_KEY_METADATA, Caller, authenticate, bearer_value
 from serval_api.errors import ServalError
+from serval_api.routing.work import Served
 from serval_api.service import Services
 from serval_api.service.keys import authenticate_api_key
 
@@ -41,3 +42,12 @@ async def caller_of(services: Services, context: grpc.aio.ServicerContext) -> Ca
         bearer_token(context),
         services.jwt,
     )
+
+
+MODEL_REVISION_METADATA = "x-model-revision"
+
+
+def served_by(context: grpc.aio.ServicerContext, served: Served[T]) -> T:
+    """Send which model revision answered as trailing metadata (REST: `X-Model-Revision`)."""
+    context.set_trailing_metadata(((MODEL_REVISION_METADATA, str(served.revision)),))
+    return served.value

@@ -11,7 +11,7 @@ from grpc.aio import ServicerContext as Context
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.errors import InvalidArgument, NotFound, ServalError
-from serval_api.grpc.calls import caller_of, run_call
+from serval_api.grpc.calls import caller_of, run_call, served_by
 from serval_api.grpc.corpora import parallel_sources
 from serval_api.service import Services, builds, downloads, engines, status, translation
 
@@ -66,10 +66,10 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
     ) -> engine_pb2.TranslateResponse:
         async def call() -> engine_pb2.TranslateResponse:
             caller = await caller_of(self._services, context)
-            results = await translation.translate(
+            served = await translation.translate(
                 self._services, caller, request.engine_id, request.segment, request.n or 1
             )
-            return engine_pb2.TranslateResponse(results=results)
+            return engine_pb2.TranslateResponse(results=served_by(context, served))
 
         return await run_call(context, call)
 
@@ -78,10 +78,10 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
     ) -> engine_pb2.TranslateResponse:
         async def call() -> engine_pb2.TranslateResponse:
             caller = await caller_of(self._services, context)
-            results = await translation.translate_prefix(
+            served = await translation.translate_prefix(
                 self._services, caller, request.engine_id, request.segment, request.prefix, request.n or 1
             )
-            return engine_pb2.TranslateResponse(results=results)
+            return engine_pb2.TranslateResponse(results=served_by(context, served))
 
         return await run_call(context, call)
 
@@ -90,10 +90,10 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
     ) -> engine_pb2.GetWordGraphResponse:
         async def call() -> engine_pb2.GetWordGraphResponse:
             caller = await caller_of(self._services, context)
-            graph = await translation.get_word_graph(
+            served = await translation.get_word_graph(
                 self._services, caller, request.engine_id, request.segment
             )
-            return engine_pb2.GetWordGraphResponse(word_graph=graph)
+            return engine_pb2.GetWordGraphResponse(word_graph=served_by(context, served))
 
         return await run_call(context, call)
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Body, Response
 
@@ -14,11 +14,22 @@ from serval_api.rest.protocol import (
     result_dto,
     word_graph_dto,
 )
+from serval_api.routing.work import Served
 from serval_api.service import translation
+
+T = TypeVar("T")
 
 router = APIRouter(prefix="/api/v1/translation/engines/{engine_id}", tags=["Translation Engines"])
 
 Segment = Annotated[str, Body(description="The source segment, as a JSON string")]
+
+MODEL_REVISION_HEADER = "X-Model-Revision"
+"""Which model revision answered; during a hot swap it can be the one before `modelRevision`."""
+
+
+def served_by(response: Response, served: Served[T]) -> T:
+    response.headers[MODEL_REVISION_HEADER] = str(served.revision)
+    return served.value
 
 
 @router.post(
@@ -28,10 +39,10 @@ Segment = Annotated[str, Body(description="The source segment, as a JSON string"
     responses=errors(405, 409, 413, 503),
 )
 async def translate(
-    engine_id: str, segment: Segment, services: ServicesDep, caller: CallerDep
+    engine_id: str, segment: Segment, response: Response, services: ServicesDep, caller: CallerDep
 ) -> TranslationResult:
-    results = await translation.translate(services, caller, engine_id, segment, 1)
-    return result_dto(results[0])
+    served = await translation.translate(services, caller, engine_id, segment, 1)
+    return result_dto(served_by(response, served)[0])
 
 
 @router.post(
@@ -41,10 +52,10 @@ async def translate(
     responses=errors(405, 409, 413, 503),
 )
 async def translate_n(
-    engine_id: str, n: int, segment: Segment, services: ServicesDep, caller: CallerDep
+    engine_id: str, n: int, segment: Segment, response: Response, services: ServicesDep, caller: CallerDep
 ) -> list[TranslationResult]:
-    results = await translation.translate(services, caller, engine_id, segment, n)
-    return [result_dto(r) for r in results]
+    served = await translation.translate(services, caller, engine_id, segment, n)
+    return [result_dto(r) for r in served_by(response, served)]
 
 
 @router.post(
@@ -54,19 +65,20 @@ async def translate_n(
     responses=errors(405, 409, 413, 503),
 )
 async def translate_prefix(
-    engine_id: str, body: PrefixRequest, services: ServicesDep, caller: CallerDep
+    engine_id: str, body: PrefixRequest, response: Response, services: ServicesDep, caller: CallerDep
 ) -> list[TranslationResult]:
-    results = await translation.translate_prefix(
+    served = await translation.translate_prefix(
         services, caller, engine_id, body.segment, body.prefix, body.n
     )
-    return [result_dto(r) for r in results]
+    return [result_dto(r) for r in served_by(response, served)]
 
 
 @router.post("/get-word-graph", response_model=WordGraph, responses=errors(405, 409, 413, 503))
 async def get_word_graph(
-    engine_id: str, segment: Segment, services: ServicesDep, caller: CallerDep
+    engine_id: str, segment: Segment, response: Response, services: ServicesDep, caller: CallerDep
 ) -> WordGraph:
-    return word_graph_dto(await translation.get_word_graph(services, caller, engine_id, segment))
+    served = await translation.get_word_graph(services, caller, engine_id, segment)
+    return word_graph_dto(served_by(response, served))
 
 
 @router.post(

@@ -24,7 +24,7 @@ from serval.translation.v1 import engine_pb2
 from serval_api.errors import InvalidArgument, ServalError, Unavailable
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeGone, NodeSession
-from serval_api.routing.work import ModelKey, TranslateWork, WordGraphWork
+from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class Dispatcher:
 
     async def translate(
         self, work: TranslateWork, *, request_id: str, timeout_s: float
-    ) -> list[engine_pb2.TranslationResult]:
+    ) -> Served[list[engine_pb2.TranslationResult]]:
         op = node_pb2.TranslateOp(
             segment=work.segment,
             n=work.n,
@@ -58,17 +58,17 @@ class Dispatcher:
             target_language=work.target_language,
             target_prefix=work.prefix,
         )
-        result = await self._run(work.model, request_id, timeout_s, translate=op)
-        return list(result.translate.results)
+        result, served = await self._run(work.model, request_id, timeout_s, translate=op)
+        return Served(list(result.translate.results), served.revision)
 
     async def word_graph(
         self, work: WordGraphWork, *, request_id: str, timeout_s: float
-    ) -> engine_pb2.WordGraph:
+    ) -> Served[engine_pb2.WordGraph]:
         op = node_pb2.WordGraphOp(
             segment=work.segment, source_language=work.source_language, target_language=work.target_language
         )
-        result = await self._run(work.model, request_id, timeout_s, word_graph=op)
-        return result.word_graph
+        result, served = await self._run(work.model, request_id, timeout_s, word_graph=op)
+        return Served(result.word_graph, served.revision)
 
     async def _run(
         self,
@@ -76,7 +76,7 @@ class Dispatcher:
         request_id: str,
         timeout_s: float,
         **operation: node_pb2.TranslateOp | node_pb2.WordGraphOp,
-    ) -> node_pb2.WorkResult:
+    ) -> tuple[node_pb2.WorkResult, ModelKey]:
         deadline = time.monotonic() + timeout_s
         tried: set[str] = set()
         for attempt in range(2):
@@ -112,7 +112,7 @@ class Dispatcher:
                 continue
             if result.HasField("error"):
                 raise _work_error(result.error)
-            return result
+            return result, served
         raise Unavailable("no inference node could take the request; try again", retry_after_s=1)
 
     async def _acquire(

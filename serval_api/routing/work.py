@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,3 +41,12 @@ class WordGraphWork:
     source_language: str
     target_language: str
     segment: str
+
+
+@dataclass(frozen=True)
+class Served(Generic[T]):
+    """An answer and the model revision that gave it: during a hot swap an older revision may
+    still answer, and clients can see which (`X-Model-Revision`)."""
+
+    value: T
+    revision: int

@@ -10,7 +10,7 @@ from serval.translation.v1 import engine_pb2
 from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
-from serval_api.routing.work import TranslateWork, WordGraphWork
+from serval_api.routing.work import Served, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
 from serval_common.settings import Settings
 
@@ -20,11 +20,11 @@ LONG_POLL_MAX_S = 40.0
 class TranslationDispatcher(Protocol):
     async def translate(
         self, work: TranslateWork, *, request_id: str, timeout_s: float
-    ) -> list[engine_pb2.TranslationResult]: ...
+    ) -> Served[list[engine_pb2.TranslationResult]]: ...
 
     async def word_graph(
         self, work: WordGraphWork, *, request_id: str, timeout_s: float
-    ) -> engine_pb2.WordGraph: ...
+    ) -> Served[engine_pb2.WordGraph]: ...
 
     def queue_size(self) -> int: ...
 

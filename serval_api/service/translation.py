@@ -10,7 +10,7 @@ from serval.translation.v1 import common_pb2, engine_pb2
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Engine, EngineType
 from serval_api.errors import InvalidArgument, NotBuilt, PayloadTooLarge
-from serval_api.routing.work import ModelKey, TranslateWork, WordGraphWork
+from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
 from serval_api.service import train_segments
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
@@ -22,7 +22,9 @@ _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 async def translate(
     services: Services, caller: Caller, engine_id: str, segment: str, n: int = 1
-) -> list[engine_pb2.TranslationResult]:
+) -> Served[list[engine_pb2.TranslationResult]]:
+    """Up to n translations and the model revision that made them (a human translation sent with
+    train-segment, or the echo engine, answer for the engine's current revision)."""
     caller.require(READ_ENGINES)
     limits = services.settings.api
     async with services.db.session() as s:
@@ -38,20 +40,20 @@ async def translate(
     async with services.db.session() as s:
         human = await train_segments.find_target(s, engine_id, segment)
     if human is not None:
-        return [human_result(segment, human)]
+        return Served([human_result(segment, human)], engine.model_revision)
     if engine.type == EngineType.ECHO:
-        return [echo_result(segment)] * n
+        return Served([echo_result(segment)] * n, engine.model_revision)
     return await _dispatch_translate(services, engine, segment, n)
 
 
 async def translate_prefix(
     services: Services, caller: Caller, engine_id: str, segment: str, prefix: str, n: int = 1
-) -> list[engine_pb2.TranslationResult]:
+) -> Served[list[engine_pb2.TranslationResult]]:
     """Up to n translations that start with `prefix`, the target text the user typed."""
     engine = await _engine_for_segment(services, caller, engine_id, segment + prefix)
     _check_n(services.settings.api.max_n_best, n)
     if engine.type == EngineType.ECHO:
-        return [echo_result(segment)] * n
+        return Served([echo_result(segment)] * n, engine.model_revision)
     return await _dispatch_translate(services, engine, segment, n, prefix)
 
 
@@ -62,7 +64,7 @@ def _check_n(max_n_best: int, n: int) -> None:
 
 async def _dispatch_translate(
     services: Services, engine: Engine, segment: str, n: int, prefix: str = ""
-) -> list[engine_pb2.TranslationResult]:
+) -> Served[list[engine_pb2.TranslationResult]]:
     request_id = uuid.uuid4().hex
     log.debug("translate", extra={"engine_id": engine.id, "request_id": request_id, "n": n})
     work = TranslateWork(
@@ -80,10 +82,10 @@ async def _dispatch_translate(
 
 async def get_word_graph(
     services: Services, caller: Caller, engine_id: str, segment: str
-) -> engine_pb2.WordGraph:
+) -> Served[engine_pb2.WordGraph]:
     engine = await _engine_for_segment(services, caller, engine_id, segment)
     if engine.type == EngineType.ECHO:
-        return echo_word_graph(segment)
+        return Served(echo_word_graph(segment), engine.model_revision)
     work = WordGraphWork(
         model=ModelKey(engine.id, engine.model_revision),
         source_language=engine.source_code,

@@ -107,7 +107,7 @@ def test_hot_swap_under_load_fails_no_request(
         assert warm.json()["translation"] == old_output
 
         stop = threading.Event()
-        outcomes: list[list[tuple[int, str]]] = [[] for _ in range(CLIENTS)]
+        outcomes: list[list[tuple[int, str, str | None]]] = [[] for _ in range(CLIENTS)]
 
         def translate_continuously(index: int) -> None:
             with api.client() as own:
@@ -118,7 +118,8 @@ def test_hot_swap_under_load_fails_no_request(
                         if response.is_success
                         else response.text
                     )
-                    outcomes[index].append((response.status_code, text))
+                    revision = response.headers.get("X-Model-Revision")
+                    outcomes[index].append((response.status_code, text, revision))
 
         threads = [threading.Thread(target=translate_continuously, args=(i,)) for i in range(CLIENTS)]
         for thread in threads:
@@ -141,14 +142,18 @@ def test_hot_swap_under_load_fails_no_request(
 
         failures = [o for thread in outcomes for o in thread if o[0] != 200]
         assert failures == [], failures[:3]
+        revision_of = {old_output: str(first), new_output: str(second)}
+        assert all(revision == revision_of[text] for o in outcomes for _, text, revision in o), (
+            "X-Model-Revision names the revision that answered"
+        )
         for thread_outcomes in outcomes:
-            texts = [text for _, text in thread_outcomes]
+            texts = [text for _, text, _ in thread_outcomes]
             assert set(texts) <= {old_output, new_output}
             switch = texts.index(new_output)
             assert texts[switch:] == [new_output] * (len(texts) - switch), (
                 "a client went back to the old revision"
             )
-        assert any(text == old_output for thread in outcomes for _, text in thread)
+        assert any(text == old_output for thread in outcomes for _, text, _ in thread)
         total = sum(len(o) for o in outcomes)
         print(f"{total} requests, switch after {switch_s:.2f} s, no failures")
 

@@ -75,6 +75,7 @@ def test_rest_and_grpc_answer_what_ctranslate2_computes(
     response = deployment.rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE)
     assert response.status_code == 200, response.text
     result = response.json()
+    assert response.headers["X-Model-Revision"] == "1"
 
     translation, words = direct_translation(tiny_ct2_model, VERSE)
     assert len(words) >= 3, "the fixture model must say something for this comparison to mean anything"
@@ -90,11 +91,12 @@ def test_rest_and_grpc_answer_what_ctranslate2_computes(
         assert 0 <= pair["targetIndex"] < len(result["targetTokens"])
 
     stub = engine_pb2_grpc.TranslationEngineApiStub(deployment.channel)
-    reply = stub.Translate(
+    reply, call = stub.Translate.with_call(
         engine_pb2.TranslateRequest(engine_type="Nmt", engine_id=engine["id"], segment=VERSE, n=1),
         metadata=deployment.metadata,
         timeout=60,
     )
+    assert ("x-model-revision", "1") in call.trailing_metadata()
     assert reply.results[0].translation == translation
     assert list(reply.results[0].target_tokens) == words
 
