@@ -37,7 +37,10 @@ def run(
 ) -> None:
     """Run one build job and report it to the API service."""
     from build_jobs.job import run_job
-    from serval_common.jobs import JobSpec
+    from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec, die_with_parent
+
+    if not die_with_parent():
+        raise typer.Exit(CANCELED_EXIT_CODE)
 
     settings = Settings()
     configure_logging(settings)

@@ -26,7 +26,8 @@ Progress = Callable[[int, int], None]
 """(segments translated, segments to translate)"""
 
 MAX_LENGTH = 256
-"""Tokens per segment, as the node decodes by default (`node.max_decoding_length`)."""
+"""Tokens per segment, as the node decodes by default (`node.max_decoding_length`), unless the
+model's position limit is lower."""
 
 
 def source_key(build_id: str) -> str:
@@ -57,6 +58,7 @@ def pretranslate(
     *,
     beams: int,
     batch_size: int,
+    max_length: int = MAX_LENGTH,
     progress: Progress | None = None,
     should_cancel: Callable[[], bool] | None = None,
 ) -> list[Row]:
@@ -80,7 +82,7 @@ def pretranslate(
                 target_code,
                 beam_size=beams,
                 max_batch_size=batch_size,
-                max_length=MAX_LENGTH,
+                max_length=max_length,
             )
             for i, translation in zip(chunk, translations, strict=True):
                 out[i]["translation"] = translation.text
@@ -110,9 +112,11 @@ def pretranslate_revision(
     if not read_source_rows(store, build_id):
         return []
     with tempfile.TemporaryDirectory(prefix="serval-pretranslate-") as tmp:
-        _manifest, model_dir = fetch_folder(
+        manifest, model_dir = fetch_folder(
             store, revision_prefix(engine_id, revision), Path(tmp), with_checkpoint=False
         )
+        # The decoder's first position holds the start token.
+        limit = MAX_LENGTH if manifest.max_positions is None else min(MAX_LENGTH, manifest.max_positions - 1)
         return pretranslate(
             store,
             build_id,
@@ -121,6 +125,7 @@ def pretranslate_revision(
             target_code,
             beams=beams,
             batch_size=batch_size,
+            max_length=limit,
             progress=progress,
             should_cancel=should_cancel,
         )

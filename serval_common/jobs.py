@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
+import sys
 from dataclasses import dataclass
 
 CANCELED_EXIT_CODE = 143
@@ -41,3 +45,24 @@ class JobSpec:
     def environment(self) -> dict[str, str]:
         """Secrets travel in the environment, never on a command line that `ps` shows."""
         return {"SERVAL_JOB_TOKEN": self.job_token}
+
+
+PARENT_PID_ENV = "SERVAL_JOB_PARENT_PID"
+"""Set by the local launcher: the API service process a job must not outlive."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> bool:
+    """In a job the local launcher started: ask Linux to send SIGTERM (a cancel) when the API
+    service dies, even by SIGKILL, so a restarted API service never finds a job it no longer
+    follows still publishing; `recovery.recover_builds` restarts the build instead. Done in the
+    job itself, after exec: a `preexec_fn` in the forking API service is unsafe beside gRPC's
+    threads. Returns False when the API service is already gone."""
+    expected = os.environ.get(PARENT_PID_ENV)
+    if not expected:
+        return True
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    return os.getppid() == int(expected)

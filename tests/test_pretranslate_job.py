@@ -136,3 +136,9 @@ def test_an_inference_only_revision_is_fetched_through_its_base_model(
     export(store, source_rows(["In the beginning was the Word."]))
     [row] = pretranslate_revision(store, **kwargs)
     assert row["translation"].strip() and 0.0 < row["confidence"] <= 1.0
+    assert json.loads(store.read_bytes("models/e1/1/manifest.json"))["max_positions"] == 256
+
+    long_chapter = " ".join(verse_pairs("engwebp", "swh1850", 60)[0])
+    export(store, source_rows([long_chapter]))
+    [row] = pretranslate_revision(store, **kwargs)
+    assert row["translation"].strip(), "a segment longer than the model's positions is cut, not fatal"

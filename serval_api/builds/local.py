@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
-import signal
 import sys
 
 from serval_api.builds.launcher import JobLauncher, JobSpec
+from serval_common.jobs import PARENT_PID_ENV
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
-
-_PR_SET_PDEATHSIG = 1
 
 
 class LocalJobLauncher(JobLauncher):
@@ -91,8 +88,7 @@ class LocalJobLauncher(JobLauncher):
                 *spec.command_args(),
                 stdout=log_file,
                 stderr=asyncio.subprocess.STDOUT,
-                env={**os.environ, **spec.environment()},
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                env={**os.environ, **spec.environment(), PARENT_PID_ENV: str(os.getpid())},
             )
             self._processes[spec.build_id] = process
             log.info(
@@ -108,11 +104,3 @@ class LocalJobLauncher(JobLauncher):
                 self._processes.pop(spec.build_id, None)
         tail = log_path.read_text(errors="replace").splitlines()[-20:]
         return code, "\n".join(tail)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: a job whose API service dies (even by SIGKILL) gets SIGTERM, which
-    it treats as a cancel, so a restarted API service never finds a job it no longer follows still
-    publishing. The build is then restarted by `recovery.recover_builds`."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

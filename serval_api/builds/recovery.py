@@ -1,7 +1,7 @@
 """Start-up recovery: builds an earlier run of this API replica left Pending or Active.
 
 A job the launcher can follow again (a ClearML task still running) is resumed. A local job died
-with the API service (see `local._die_with_parent`), so its build is restarted with a new job
+with the API service (see `serval_common.jobs.die_with_parent`), so its build is restarted with a new job
 token — Serval's Restarting → Pending — at most `MAX_RESTARTS` times, then faulted. Local builds
 of other replicas (another `job_ref`) are theirs to recover and are left alone.
 """
