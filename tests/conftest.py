@@ -15,14 +15,17 @@ DATABASE_FIXTURES = frozenset({"database_url", "e2e_database_url"})
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The PostgreSQL pass of `make test` (SERVAL_TEST_DATABASE_URL set) runs only the tests that
-    use a database (through a database fixture, or marked `database`); the others ran on the
-    SQLite pass and would run the same again."""
+    use a database (through a database fixture, or marked `database`) and are not marked
+    `sqlite_pass_only`; the others ran on the SQLite pass and would run the same again."""
     if not os.environ.get(TEST_DATABASE_URL):
         return
     keep = [
         item
         for item in items
-        if item.get_closest_marker("database") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if not item.get_closest_marker("sqlite_pass_only")
+        and (
+            item.get_closest_marker("database") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        )
     ]
     dropped = [item for item in items if item not in keep]
     if dropped:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from serval_cli import processes
 from serval_cli.bootstrap import create_credentials
@@ -90,6 +91,7 @@ def wait_until(condition: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.sqlite_pass_only
 def test_cancel_during_training_publishes_nothing(deployment: Deployment) -> None:
     rest = deployment.rest
     engine_id = nmt_engine(rest)
@@ -145,6 +147,7 @@ def api_service(home: Path, database_url: str, env: dict[str, str]) -> Iterator[
             print(log.name, log.read_text()[-2000:])
 
 
+@pytest.mark.sqlite_pass_only
 def test_local_queue_reports_depth_and_runs_jobs_in_order(
     tmp_path: Path, tiny_ct2_model: Path, database_url: str
 ) -> None:

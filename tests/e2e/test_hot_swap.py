@@ -81,6 +81,7 @@ def metric(text: str, name: str) -> float:
     return float(match.group(1))
 
 
+@pytest.mark.sqlite_pass_only
 def test_hot_swap_under_load_fails_no_request(
     api: RunningApi, tmp_path: Path, tiny_ct2_model: Path, second_model: Path
 ) -> None:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.e2e.conftest import Deployment, wait_for_build
 from tests.helpers import verse_pairs
@@ -24,6 +25,7 @@ def corpus(rest: httpx.Client, language: str, lines: list[str]) -> str:
     return corpus_id
 
 
+@pytest.mark.sqlite_pass_only
 def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -> None:
     rest = deployment.rest
     sources, targets = verse_pairs("engwebp", "swh1850", 500)
@@ -76,6 +78,7 @@ def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -
     assert translated.json()["translation"].strip()
 
 
+@pytest.mark.sqlite_pass_only
 def test_a_build_to_kiche_adds_its_code_and_serves(deployment: Deployment) -> None:
     rest = deployment.rest
     sources, targets = verse_pairs("engwebp", "quctt", 200)
