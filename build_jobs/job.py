@@ -21,7 +21,7 @@ from build_jobs.clearml_task import ClearMLTask
 from build_jobs.finetune import Canceled
 from build_jobs.progress import BuildProgress
 from build_jobs.publish import publish_inference_only
-from build_jobs.report import PlatformReporter
+from build_jobs.report import PlatformReporter, RetryPolicy
 from serval.translation.v1 import platform_pb2
 from serval_common.build_options import BuildOptions
 from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec
@@ -46,10 +46,18 @@ class Outcome:
 
 def run_job(args: JobSpec, settings: Settings) -> int:
     """Run the build; every failure is reported as BuildFaulted with a message a user can act on."""
-    platform = PlatformReporter(args.api_address, args.build_id, args.job_token)
-    task = ClearMLTask.attach(f"serval build {args.build_id}")
     extra = {"build_id": args.build_id, "engine_id": args.engine_id}
     with _sigterm_cancels() as canceled:
+        platform = PlatformReporter(
+            args.api_address,
+            args.build_id,
+            args.job_token,
+            RetryPolicy(budget_s=settings.jobs.report_retry_s),
+            ca_file=settings.jobs.tls_ca_file,
+            server_name=settings.jobs.tls_server_name,
+            stop=canceled,
+        )
+        task = ClearMLTask.attach(f"serval build {args.build_id}")
         progress = BuildProgress(platform, task, canceled)
         try:
             platform.started()
@@ -74,6 +82,9 @@ def run_job(args: JobSpec, settings: Settings) -> int:
                 platform.canceled()
             return CANCELED_EXIT_CODE
         except Exception as exc:
+            if canceled.is_set():
+                log.info("build canceled while reporting; nothing more published", extra=extra)
+                return CANCELED_EXIT_CODE
             log.exception("build failed", extra=extra)
             with contextlib.suppress(grpc.RpcError):
                 platform.faulted(user_message(exc))

@@ -30,6 +30,7 @@ from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_common.manifest import ManifestError
 from serval_common.settings import Settings
 from serval_common.store import StoreError, store_from_settings
+from serval_common.tls import aio_client_channel, common_host_name
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,9 @@ class ApiLink:
     async def _session(self) -> None:
         node = self.node
         token = node.settings.node.token or ""
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        tls = node.settings.node
+        server_name = tls.tls_server_name or common_host_name(tls.api_addresses)
+        async with aio_client_channel(self.address, tls.tls_ca_file, server_name) as channel:
             stub = node_pb2_grpc.InferenceNodeApiStub(channel)
             call = stub.Connect(metadata=(("authorization", f"Bearer {token}"),))
             hello = node_pb2.Hello(

@@ -35,6 +35,7 @@ from serval_api.service import Services, platform
 from serval_api.service.context import LONG_POLL_MAX_S
 from serval_api.service.keys import verify_node_token
 from serval_common.settings import Settings
+from serval_common.tls import server_credentials
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,15 @@ class ApiService:
         self.metrics = ApiMetrics()
 
     async def start(self) -> None:
+        # Before binding anything: a half-configured TLS setting stops the service, never serves plaintext.
+        credentials = server_credentials(self.settings.api.tls_cert_file, self.settings.api.tls_key_file)
         rest_socket = _bind(self.settings.api.host, self.settings.api.rest_port)
         server = grpc.aio.server(interceptors=[GrpcMetricsInterceptor(self.metrics)])
-        grpc_port = server.add_insecure_port(f"{self.settings.api.host}:{self.settings.api.grpc_port}")
+        grpc_address = f"{self.settings.api.host}:{self.settings.api.grpc_port}"
+        if credentials is None:
+            grpc_port = server.add_insecure_port(grpc_address)
+        else:
+            grpc_port = server.add_secure_port(grpc_address, credentials)
         rest_port = rest_socket.getsockname()[1]
         settings = self.settings = _with_ports(self.settings, grpc_port=grpc_port, rest_port=rest_port)
         self.grpc_port, self.rest_port = grpc_port, rest_port
@@ -107,6 +114,7 @@ class ApiService:
 
         launcher.on_exit, launcher.on_queue = on_exit, on_queue
         self.services = services
+        await services.changes.start(db, replica=settings.api_instance_name)
 
         async def verify_token(token: str) -> bool:
             return await verify_node_token(db, token)
@@ -135,7 +143,12 @@ class ApiService:
         await recover_builds(services)
 
         config = uvicorn.Config(
-            create_app(services, self.metrics), log_config=None, lifespan="off", access_log=False
+            create_app(services, self.metrics),
+            log_config=None,
+            lifespan="off",
+            access_log=False,
+            ssl_certfile=settings.api.tls_cert_file if credentials else None,
+            ssl_keyfile=settings.api.tls_key_file if credentials else None,
         )
         rest = _RestServer(config)
         self._rest = rest
@@ -146,7 +159,8 @@ class ApiService:
                 raise RuntimeError(f"the REST server could not start on port {rest_port}")
             await asyncio.sleep(0.01)
         log.info(
-            "API service ready: gRPC on %s:%s, REST on %s",
+            "API service ready: gRPC%s on %s:%s, REST on %s",
+            "" if credentials is None else " (TLS)",
             settings.api.host,
             grpc_port,
             settings.api_base_url,
@@ -164,6 +178,7 @@ class ApiService:
             await self._grpc.stop(GRACE_S)
         if self.services is not None:
             await self.services.launcher.close()
+            await self.services.changes.stop()
             await self.services.db.close()
         self._rest = self._rest_task = self._grpc = None
         self.services = None

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -61,9 +62,13 @@ class RestClient:
     Network failures (refused connections, timeouts, dropped sockets) raise as `NETWORK_ERRORS`;
     HTTP error statuses come back as `(status, payload)`."""
 
-    def __init__(self, base_url: str, api_key: str | None) -> None:
+    def __init__(self, base_url: str, api_key: str | None, ca_file: str | Path | None = None) -> None:
+        """`ca_file` (default: `SERVAL_CA_FILE`) holds the PEM certificates an `https://` service's
+        certificate must chain to; without it the system's trusted roots are used."""
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
+        ca_file = ca_file or os.environ.get("SERVAL_CA_FILE") or None
+        self._ssl = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
         self.last_headers: dict[str, str] = {}
         """The last answer's response headers, names in lower case (e.g. `x-model-revision`)."""
 
@@ -97,7 +102,7 @@ class RestClient:
             headers["X-API-Key"] = self.api_key
         request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s, context=self._ssl) as response:
                 self.last_headers = {k.lower(): v for k, v in response.headers.items()}
                 raw = response.read()
                 return response.status, json.loads(raw) if raw else None

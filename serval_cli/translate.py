@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import grpc
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval_common.tls import client_channel
 
 console = Console()
 
@@ -24,11 +26,14 @@ def translate(
     api_key: Annotated[str | None, typer.Option(envvar="SERVAL_API_KEY", help="API key")] = None,
     engine_type: Annotated[str, typer.Option(help="engine type, e.g. Nmt or Echo")] = "Nmt",
     tokens: Annotated[bool, typer.Option(help="also show tokens, confidences and alignment")] = False,
+    ca_file: Annotated[
+        Path | None, typer.Option(envvar="SERVAL_CA_FILE", help="PEM certificates to trust: dial with TLS")
+    ] = None,
 ) -> None:
     """Translate SEGMENT with ENGINE_ID and print the n-best list."""
     metadata = (("x-api-key", api_key),) if api_key else ()
     request = engine_pb2.TranslateRequest(engine_type=engine_type, engine_id=engine_id, segment=segment, n=n)
-    with grpc.insecure_channel(address) as channel:
+    with client_channel(address, ca_file) as channel:
         try:
             response = engine_pb2_grpc.TranslationEngineApiStub(channel).Translate(
                 request, metadata=metadata, timeout=60

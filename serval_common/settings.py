@@ -50,6 +50,11 @@ class ApiSettings(BaseModel):
     )
     download_url_ttl_s: float = Field(default=3600.0, description="How long a model download URL works.")
     max_upload_bytes: int = Field(default=100 << 20, description="The largest data file a client may upload.")
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain); with `tls_key_file`, gRPC and REST serve TLS on their ports.",
+    )
+    tls_key_file: Path | None = Field(default=None, description="PEM private key of `tls_cert_file`.")
 
 
 class NodeSettings(BaseModel):
@@ -77,6 +82,14 @@ class NodeSettings(BaseModel):
     metrics_host: str = "127.0.0.1"
     resolve_interval_s: float = Field(
         default=30.0, description="How often API addresses are re-resolved to find new replicas."
+    )
+    tls_ca_file: Path | None = Field(
+        default=None,
+        description="PEM certificates to trust; when set, the node dials the API service with TLS.",
+    )
+    tls_server_name: str | None = Field(
+        default=None,
+        description="Name the API service's certificate must carry; default: the addresses' one host name.",
     )
 
 
@@ -115,6 +128,18 @@ class JobSettings(BaseModel):
     launcher: str = Field(default="local", description="local or clearml")
     max_concurrent: int = 1
     default_base_model: str = "tiny-nllb"
+    tls_ca_file: Path | None = Field(
+        default=None,
+        description="PEM certificates to trust; when set, build jobs dial the API service with TLS.",
+    )
+    tls_server_name: str | None = Field(
+        default=None, description="Name the API service's certificate must carry, if not the dialed host."
+    )
+    report_retry_s: float = Field(
+        default=120.0,
+        description="How long a build job keeps retrying a report the API service could not take "
+        "(unavailable, restarting, overloaded) before the report, and so the build, fails.",
+    )
     clearml: ClearMLSettings = Field(default_factory=ClearMLSettings)
 
 
@@ -163,4 +188,5 @@ class Settings(BaseSettings):
 
     @property
     def api_base_url(self) -> str:
-        return (self.api.public_url or f"http://{self.api.host}:{self.api.rest_port}").rstrip("/")
+        scheme = "https" if self.api.tls_cert_file else "http"
+        return (self.api.public_url or f"{scheme}://{self.api.host}:{self.api.rest_port}").rstrip("/")

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import sys
+from pathlib import Path
 
 from serval_api.builds.launcher import JobLauncher, JobSpec
 from serval_common.jobs import PARENT_PID_ENV
@@ -50,6 +51,18 @@ class LocalJobLauncher(JobLauncher):
             await self.cancel(build_id)
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
+    def _tls_environment(self) -> dict[str, str]:
+        """With TLS on, a job dialing this API service trusts `jobs.tls_ca_file`, else the
+        service's own certificate (enough when it is self-signed)."""
+        jobs, api = self.settings.jobs, self.settings.api
+        ca_file = jobs.tls_ca_file or api.tls_cert_file
+        if not api.tls_cert_file or not ca_file:
+            return {}
+        environment = {"SERVAL_JOBS__TLS_CA_FILE": str(Path(ca_file).resolve())}
+        if jobs.tls_server_name:
+            environment["SERVAL_JOBS__TLS_SERVER_NAME"] = jobs.tls_server_name
+        return environment
+
     async def _queue_changed(self, started: str | None = None) -> None:
         if self.on_queue is None:
             return
@@ -88,7 +101,12 @@ class LocalJobLauncher(JobLauncher):
                 *spec.command_args(),
                 stdout=log_file,
                 stderr=asyncio.subprocess.STDOUT,
-                env={**os.environ, **spec.environment(), PARENT_PID_ENV: str(os.getpid())},
+                env={
+                    **os.environ,
+                    **spec.environment(),
+                    **self._tls_environment(),
+                    PARENT_PID_ENV: str(os.getpid()),
+                },
             )
             self._processes[spec.build_id] = process
             log.info(

@@ -1,23 +1,68 @@
-"""In-process wake-ups for long polls: one event per key, replaced each time it fires.
+"""Wake-ups for long polls and `WatchBuild`: one event per key, replaced each time it fires.
 
-Only changes made by this API replica wake its waiters; several replicas would need the
-database's notifications (PostgreSQL LISTEN/NOTIFY) feeding `notify`.
+A waiter takes `event(key)`, reads the database, and waits on the event if the state it wants is
+not there yet; whoever changes that state calls `notify(key)` after committing. Notifications only
+wake waiters, never carry state, so a spurious or repeated wake-up costs one re-read.
+
+On SQLite there is one API replica and the events are all there is. On PostgreSQL several replicas
+share the database and a build job reports to whichever one it reaches, so `start` also opens a
+`PostgresChangeChannel` (`serval_api/db/notifications.py`): every `notify` is sent as
+`NOTIFY serval_changes, '<key>'` and keys other replicas send set the local events. When that
+channel's connection comes back after a drop, every local waiter is woken once, since changes may
+have been missed meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from serval_api.db.database import Database
+    from serval_api.db.notifications import PostgresChangeChannel
 
 
 class ChangeNotifier:
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
+        self._channel: PostgresChangeChannel | None = None
 
     def event(self, key: str) -> asyncio.Event:
         """Take the event *before* reading the state it guards, so no change slips between."""
         return self._events.setdefault(key, asyncio.Event())
 
     def notify(self, *keys: str) -> None:
+        """Wake this replica's waiters on `keys`, and (on PostgreSQL) the other replicas'."""
+        self._wake(keys)
+        if self._channel is not None:
+            self._channel.publish(keys)
+
+    def wake_all(self) -> None:
+        """Wake every waiter, whatever it waits for; each re-reads the database."""
+        events, self._events = self._events, {}
+        for event in events.values():
+            event.set()
+
+    async def start(self, db: Database, *, replica: str) -> None:
+        """Share changes with the other replicas on `db` (nothing to do on SQLite). `replica`
+        names this replica's listener connection (`serval-changes:<replica>`)."""
+        if db.is_sqlite or self._channel is not None:
+            return
+        from serval_api.db.notifications import PostgresChangeChannel  # asyncpg: PostgreSQL only
+
+        channel = PostgresChangeChannel(
+            db.url, replica=replica, on_change=lambda key: self._wake((key,)), on_reconnect=self.wake_all
+        )
+        self._channel = channel
+        await channel.start()
+
+    async def stop(self) -> None:
+        """Send the notifications still queued, then stop listening; `notify` stays local."""
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            await channel.stop()
+
+    def _wake(self, keys: tuple[str, ...]) -> None:
         for key in keys:
             event = self._events.pop(key, None)
             if event is not None:

@@ -100,7 +100,9 @@ class UsfmOptions:
 
 async def insert(services: Services, token: str | None, rows: AsyncIterable[PretranslationRow]) -> int:
     """Store a job's stream of rows, `INSERT_BATCH` per transaction. The job token must belong to
-    a build of the first row's engine, and that build must still be Pending or Active."""
+    a build of the first row's engine, and that build must still be Pending or Active. A stream
+    replaces the rows the build's earlier streams stored: a job re-sends its whole stream after a
+    transient failure, which may have come after some batches, or all of them, were stored."""
     if not token:
         raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
     build_id: str | None = None
@@ -114,12 +116,12 @@ async def insert(services: Services, token: str | None, rows: AsyncIterable[Pret
         batch.append(_validated(row, engine_id, count))
         count += 1
         if len(batch) >= INSERT_BATCH:
-            await _write(services, engine_id, build_id, batch)
+            await _write(services, engine_id, build_id, batch, replace=count == len(batch))
             batch = []
     if build_id is None:
         return 0
     if batch:
-        await _write(services, engine_id, build_id, batch)
+        await _write(services, engine_id, build_id, batch, replace=count == len(batch))
     log.info("pretranslations stored", extra={"engine_id": engine_id, "build_id": build_id, "rows": count})
     return count
 
@@ -146,7 +148,10 @@ def _validated(row: PretranslationRow, engine_id: str, index: int) -> dict[str, 
     }
 
 
-async def _write(services: Services, engine_id: str, build_id: str, batch: list[dict[str, Any]]) -> None:
+async def _write(
+    services: Services, engine_id: str, build_id: str, batch: list[dict[str, Any]], *, replace: bool
+) -> None:
+    """`replace`: the stream's first batch, which first deletes the build's earlier rows."""
     async with services.db.session() as s:
         # Engine before build, the order every writer locks in: a fault or cancel waits for this
         # batch, and the batch never lands after the cleanup that follows them.
@@ -155,6 +160,8 @@ async def _write(services: Services, engine_id: str, build_id: str, batch: list[
         if build is None or not build.build_state.is_running:
             state = build.state if build is not None else "gone"
             raise NotBuilt(f"build {build_id} is {state}; it accepts no more pretranslations")
+        if replace:
+            await s.execute(delete(Pretranslation).where(Pretranslation.build_id == build_id))
         tag = {"engine_id": engine_id, "build_id": build_id, "model_revision": build.target_model_revision}
         await s.execute(sql_insert(Pretranslation), [{**row, **tag} for row in batch])
 
