@@ -17,8 +17,9 @@ import pytest
 
 from serval_cli import processes
 from serval_cli.bootstrap import create_credentials
-from serval_common.settings import Settings
+from serval_common.settings import ApiSettings, Settings
 from serval_common.store import open_store
+from tests.api.conftest import RunningApi
 from tests.helpers import free_port, fresh_database, publish_tiny_base_model, wait_for_port
 
 BASE_MODEL = "tiny-nllb"
@@ -85,6 +86,22 @@ def deployment(
     assert node_code == 0, "the node must drain and exit 0 on SIGTERM"
     assert nodes_after_drain == {"e2e-node": "gone"}, "a node that said goodbye is recorded as gone"
     assert api_code == 0
+
+
+@pytest.fixture
+def api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
+    """An in-process API service (builds played by the test through the platform API) whose
+    nodes heartbeat every half second, for tests that run node processes against it."""
+    settings = Settings(
+        home=tmp_path,
+        database_url=database_url,
+        api=ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.5),
+    )
+    running = RunningApi(settings)
+    try:
+        yield running
+    finally:
+        running.close()
 
 
 def node_statuses(database_url: str) -> dict[str, str]:

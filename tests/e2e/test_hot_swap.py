@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import ctranslate2
@@ -19,7 +18,6 @@ from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.service.keys import create_node_token
 from serval_cli import processes
 from serval_common.manifest import Manifest, publish_folder
-from serval_common.settings import ApiSettings, Settings
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine
 from tests.e2e.test_translate_path import VERSE, direct_translation
@@ -34,20 +32,6 @@ def second_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_base_model(
         tmp_path_factory.mktemp("tiny2"), sources[300:], targets[300:], "eng_Latn", "swh_Latn", steps=150
     )
-
-
-@pytest.fixture
-def api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
-    settings = Settings(
-        home=tmp_path,
-        database_url=database_url,
-        api=ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.5),
-    )
-    running = RunningApi(settings)
-    try:
-        yield running
-    finally:
-        running.close()
 
 
 def publish_and_complete(api: RunningApi, client: httpx.Client, engine_id: str, model_dir: Path) -> int:
