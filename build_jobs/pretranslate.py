@@ -61,11 +61,13 @@ def pretranslate(
     max_length: int = MAX_LENGTH,
     progress: Progress | None = None,
     should_cancel: Callable[[], bool] | None = None,
+    rows: list[Row] | None = None,
 ) -> list[Row]:
-    """Translate every exported segment with the model in `model_dir` and write the target file.
-    An empty source segment gets an empty translation (confidence 1) without reaching the model.
-    Raises `Canceled` when `should_cancel` turns true between batches."""
-    rows = read_source_rows(store, build_id)
+    """Translate every exported segment (`rows`, when the caller has read them already) with the
+    model in `model_dir` and write the target file. An empty source segment gets an empty
+    translation (confidence 1) without reaching the model. Raises `Canceled` when
+    `should_cancel` turns true between batches."""
+    rows = read_source_rows(store, build_id) if rows is None else rows
     if not rows:
         return []
     out = [{**row, "translation": "", "confidence": 1.0} for row in rows]
@@ -109,7 +111,8 @@ def pretranslate_revision(
 ) -> list[Row]:
     """`pretranslate` with the engine's published revision (an inference-only revision's manifest
     points at the base model's weights); the model is fetched only when there is work."""
-    if not read_source_rows(store, build_id):
+    rows = read_source_rows(store, build_id)
+    if not rows:
         return []
     with tempfile.TemporaryDirectory(prefix="serval-pretranslate-") as tmp:
         manifest, model_dir = fetch_folder(
@@ -128,6 +131,7 @@ def pretranslate_revision(
             max_length=limit,
             progress=progress,
             should_cancel=should_cancel,
+            rows=rows,
         )
 
 

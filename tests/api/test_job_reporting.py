@@ -16,8 +16,8 @@ import pytest
 from serval_api.auth import ALL_SCOPES
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine
-from tests.e2e.test_training_build import corpus
-from tests.helpers import REPO, publish_tiny_base_model, verse_pairs
+from tests.e2e.test_build_lifecycle import start_training
+from tests.helpers import REPO, publish_tiny_base_model
 from tests.test_clearml_job import _scalars
 
 STEPS = 20
@@ -35,18 +35,7 @@ def run_and_check(api: RunningApi, client: httpx.Client, tiny_ct2_model: Path, t
     settings = api.service.settings
     publish_tiny_base_model(open_store(settings.resolved_store_url), tiny_ct2_model, "tiny-nllb")
     engine = create_engine(client)
-    sources, targets = verse_pairs("engwebp", "swh1850", 400)
-    pc = client.post(
-        f"/translation/engines/{engine['id']}/parallel-corpora",
-        json={
-            "sourceCorpusIds": [corpus(client, "en", sources[300:])],
-            "targetCorpusIds": [corpus(client, "sw", targets[300:])],
-        },
-    ).json()
-    build = client.post(
-        f"/translation/engines/{engine['id']}/builds",
-        json={"trainOn": [{"parallelCorpusId": pc["id"]}], "options": {"maxSteps": STEPS, "evalShare": 0.1}},
-    ).json()
+    build = start_training(client, engine["id"], {"maxSteps": STEPS, "evalShare": 0.1})
     spec = api.launcher.specs[-1]
 
     clearml = tmp_path / "clearml"

@@ -23,8 +23,8 @@ from serval_common.settings import ApiSettings, Settings
 from serval_common.store import open_store
 from tests.api.conftest import RecordingLauncher, RunningApi, create_engine
 from tests.api.test_pretranslations import many_rows, start_build, stored_rows, text_engine
-from tests.e2e.test_training_build import corpus
-from tests.helpers import REPO, free_port, publish_tiny_base_model, verse_pairs
+from tests.e2e.test_build_lifecycle import start_training
+from tests.helpers import REPO, free_port, publish_tiny_base_model
 
 STEPS = 60
 DOWN_S = 4.0
@@ -100,20 +100,8 @@ def test_training_job_survives_an_api_service_restart(
 
 def start_training_build(client: httpx.Client) -> tuple[str, str]:
     engine = create_engine(client)
-    sources, targets = verse_pairs("engwebp", "swh1850", 400)
-    pc = client.post(
-        f"/translation/engines/{engine['id']}/parallel-corpora",
-        json={
-            "sourceCorpusIds": [corpus(client, "en", sources[300:])],
-            "targetCorpusIds": [corpus(client, "sw", targets[300:])],
-        },
-    ).json()
-    response = client.post(
-        f"/translation/engines/{engine['id']}/builds",
-        json={"trainOn": [{"parallelCorpusId": pc["id"]}], "options": {"maxSteps": STEPS, "evalShare": 0.1}},
-    )
-    assert response.status_code == 201, response.text
-    return engine["id"], response.json()["id"]
+    build = start_training(client, engine["id"], {"maxSteps": STEPS, "evalShare": 0.1})
+    return engine["id"], build["id"]
 
 
 def wait_for_training(
