@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint protos migration bench clean
+.PHONY: demo test lint protos docs migration bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,12 +23,17 @@ test: lint
 
 lint: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py --check
+	$(BIN)/python scripts/gen_api_docs.py --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 protos: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py
+
+# The API reference in docs/reference/ (gRPC from protos/, REST from the FastAPI app); lint checks it is current.
+docs: $(VENV)/.installed
+	$(BIN)/python scripts/gen_api_docs.py
 
 # After a model change: autogenerate the next migration, e.g. make migration MESSAGE="add pretranslations".
 migration: $(VENV)/.installed

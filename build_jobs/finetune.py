@@ -43,6 +43,7 @@ class TrainingResult:
     stopped_by_budget: bool
     added_language_codes: list[str]
     """every code added to the base tokenizer, earlier revisions' first"""
+    device: str = "cpu"
 
 
 def load_tokenizer(hf_dir: Path, added_codes: Sequence[str]) -> NllbTokenizer:
@@ -123,7 +124,8 @@ def finetune(
     should_cancel: ShouldCancel | None = None,
 ) -> TrainingResult:
     """Fine-tune the checkpoint in `hf_dir` and save model, tokenizer and SentencePiece model into
-    `out_dir`. Stops after `max_steps` or once `time_budget_s` is spent, whichever comes first."""
+    `out_dir`. Stops after `max_steps` or once `time_budget_s` is spent, whichever comes first.
+    Trains on the first CUDA device when PyTorch sees one, else on the CPU."""
     import torch
     from transformers import M2M100ForConditionalGeneration
 
@@ -137,6 +139,8 @@ def finetune(
         if len(tokenizer) != model.get_input_embeddings().num_embeddings:
             model.resize_token_embeddings(len(tokenizer))
         generator = torch.Generator().manual_seed(seed)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model.to(device)  # type: ignore[arg-type]  # transformers types `to` through a decorator
         trainable = freeze_parts(model, freeze)
         optimizer = torch.optim.AdamW(trainable, lr=lr)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -154,7 +158,9 @@ def finetune(
             optimizer.zero_grad()
             total = 0.0
             for _ in range(gradient_accumulation):
-                source, attention_mask, decoder_input, labels = _collate(next(batches))
+                source, attention_mask, decoder_input, labels = (
+                    tensor.to(device) for tensor in _collate(next(batches))
+                )
                 loss = model(
                     input_ids=source,
                     attention_mask=attention_mask,
@@ -183,4 +189,5 @@ def finetune(
         seconds=time.monotonic() - started,
         stopped_by_budget=stopped_by_budget,
         added_language_codes=[*previously_added, *new_codes],
+        device=device.type,
     )

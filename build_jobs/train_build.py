@@ -110,7 +110,9 @@ def train_revision(
             should_cancel=should_cancel,
         )
         stop = "time budget spent" if result.stopped_by_budget else "step limit reached"
-        report(TRAIN_END, f"trained {result.steps} steps in {result.seconds:.0f} s ({stop})")
+        report(
+            TRAIN_END, f"trained {result.steps} steps in {result.seconds:.0f} s on {result.device} ({stop})"
+        )
         check_cancel()
         ct2_dir = convert_to_ctranslate2(out_hf, work / "ct2", quantization=options.quantization)
         report(0.9, "scoring the fine-tuned model on the held-out pairs")

@@ -18,6 +18,10 @@ from inference_gpu.backends import Hypothesis
 
 log = logging.getLogger(__name__)
 
+LOAD_FAILURE_REASONS = ("store_unavailable", "checksum", "memory", "other")
+"""The `reason` label of the model load failure counters: the model store unreachable (retried),
+a file failing checksum verification, the node's memory budget, anything else."""
+
 _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -58,6 +62,27 @@ class NodeMetrics:
         )
         self.evictions = Counter(
             "serval_node_model_evictions", "Idle models unloaded to fit the memory budget.", registry=r
+        )
+        self.load_failures = Counter(
+            "serval_node_model_load_failures",
+            "Failed attempts to fetch or load a model revision, by reason; model store outages are "
+            "retried, so one load can fail several times before it succeeds or fails for good.",
+            ["reason"],
+            registry=r,
+        )
+        self.loads_failed = Counter(
+            "serval_node_model_loads_failed",
+            "Model revision loads that ended FAILED (reported to the API service), by reason.",
+            ["reason"],
+            registry=r,
+        )
+        for reason in LOAD_FAILURE_REASONS:
+            self.load_failures.labels(reason=reason)
+            self.loads_failed.labels(reason=reason)
+        self.loads_retrying = Gauge(
+            "serval_node_model_loads_retrying",
+            "Model revision loads waiting to retry after the model store was unreachable.",
+            registry=r,
         )
         memory = Gauge(
             "serval_node_device_memory_used_bytes", "Device (or process) memory in use.", registry=r

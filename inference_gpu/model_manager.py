@@ -6,6 +6,21 @@ failed, unloaded) is announced to listeners, which forward it to the API service
 A model is idle when no work item holds it (`hold`/`release`) and its batcher has nothing queued
 or running; only idle models are unloaded, whether asked to (`unload` waits for idleness) or to
 fit `node.memory_budget_bytes` (least recently used first).
+
+Failures while fetching from the model store:
+
+- The store unreachable (connection refused or dropped, timeouts, throttling, 5xx): the load is
+  retried with exponential backoff and jitter for up to `node.load_retry_s`. It stays LOADING, and
+  each failed attempt is announced as LOADING with a message saying what failed and when the next
+  attempt is; the API service keeps serving the engine's older revision meanwhile. Past the
+  budget it is FAILED. Unloading the model or closing the manager abandons the retries.
+- A file failing checksum verification: the bad download is discarded and the revision fetched
+  once more (a download can be corrupted in transit); if it fails again the load is FAILED and the
+  revision is never served. It is not retried further.
+
+`serval_node_model_load_failures{reason}` counts every failed attempt,
+`serval_node_model_loads_failed{reason}` the loads that ended FAILED and
+`serval_node_model_loads_retrying` the loads waiting for their next attempt.
 """
 
 from __future__ import annotations
@@ -14,17 +29,19 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from inference_gpu.engine import LoadedModel
 from inference_gpu.metrics import NodeMetrics
 from serval.inference.v1 import node_pb2
-from serval_common.manifest import fetch_folder
+from serval_common.manifest import ChecksumMismatch, Manifest, fetch_folder, store_unavailable
 from serval_common.settings import Settings
-from serval_common.store import ModelStore
+from serval_common.store import ModelStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +54,23 @@ class MemoryBudgetExceeded(RuntimeError):
     """The model does not fit the node's memory budget even after unloading every idle model."""
 
 
+class LoadAbandoned(StoreError):
+    """The model was unloaded, or the node is closing, while its load waited to retry.
+
+    A `StoreError`, so work that waited for the model is answered "model unavailable"."""
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The `reason` label of a failed load (see `inference_gpu.metrics.LOAD_FAILURE_REASONS`)."""
+    if isinstance(exc, ChecksumMismatch):
+        return "checksum"
+    if isinstance(exc, MemoryBudgetExceeded):
+        return "memory"
+    if store_unavailable(exc):
+        return "store_unavailable"
+    return "other"
+
+
 class ModelManager:
     def __init__(self, settings: Settings, store: ModelStore, metrics: NodeMetrics | None = None) -> None:
         self.settings = settings
@@ -44,6 +78,10 @@ class ModelManager:
         self.metrics = metrics
         self._models: dict[str, LoadedModel] = {}
         self._loading: dict[str, asyncio.Task[LoadedModel]] = {}
+        self._stops: dict[str, asyncio.Event] = {}
+        """Location → set to abandon that load's retries (unload, close)."""
+        self._failed: set[str] = set()
+        """Locations whose last load ended FAILED."""
         self._refs: dict[str, node_pb2.ModelRef] = {}
         self._sizes: dict[str, int] = {}
         self._last_used: dict[str, float] = {}
@@ -81,31 +119,46 @@ class ModelManager:
             (self.metrics.cache_misses if model is None else self.metrics.cache_hits).inc()
         if model is not None:
             return model
-        task = self._loading.get(ref.location)
+        location = ref.location
+        task = self._loading.get(location)
         if task is None:
-            task = asyncio.create_task(self._load(ref))
-            self._loading[ref.location] = task
-            task.add_done_callback(lambda _: self._loading.pop(ref.location, None))
+            stop = asyncio.Event()
+            task = asyncio.create_task(self._load(ref, stop))
+            self._loading[location] = task
+            self._stops[location] = stop
+
+            def forget(done: asyncio.Task[LoadedModel]) -> None:
+                if self._loading.get(location) is done:
+                    del self._loading[location]
+                    self._stops.pop(location, None)
+
+            task.add_done_callback(forget)
         return await asyncio.shield(task)
 
-    async def _load(self, ref: node_pb2.ModelRef) -> LoadedModel:
+    async def _load(self, ref: node_pb2.ModelRef, stop: asyncio.Event) -> LoadedModel:
         self._refs[ref.location] = ref
+        self._failed.discard(ref.location)
         self._announce(ref, node_pb2.MODEL_STATE_LOADING)
         started = time.perf_counter()
         try:
-            manifest, folder = await asyncio.to_thread(
-                functools.partial(fetch_folder, with_checkpoint=False),
-                self.store,
-                ref.location,
-                self.settings.node_cache_dir,
-            )
+            manifest, folder = await self._fetch(ref, stop)
             size = await asyncio.to_thread(_folder_size, folder)
             await self._make_room(ref.location, size)
             self._sizes[ref.location] = size
             model = await asyncio.to_thread(LoadedModel.load, folder, manifest, self.settings.node)
+        except LoadAbandoned:
+            self._sizes.pop(ref.location, None)
+            log.info("model load abandoned while retrying", extra={"model": ref.location})
+            self._announce(ref, node_pb2.MODEL_STATE_UNLOADED)
+            raise
         except Exception as exc:
             self._sizes.pop(ref.location, None)
-            log.error("model load failed", extra={"model": ref.location, "error": str(exc)})
+            reason = failure_reason(exc)
+            if self.metrics is not None:
+                self.metrics.load_failures.labels(reason=reason).inc()
+                self.metrics.loads_failed.labels(reason=reason).inc()
+            log.error("model load failed", extra={"model": ref.location, "reason": reason, "error": str(exc)})
+            self._failed.add(ref.location)
             self._announce(ref, node_pb2.MODEL_STATE_FAILED, str(exc))
             raise
         self._models[ref.location] = model
@@ -118,14 +171,102 @@ class ModelManager:
         self._announce(ref, node_pb2.MODEL_STATE_READY, size_bytes=model.size_bytes)
         return model
 
+    async def _fetch(self, ref: node_pb2.ModelRef, stop: asyncio.Event) -> tuple[Manifest, Path]:
+        """A verified local copy of the revision, retrying while the model store is unreachable
+        (for up to `node.load_retry_s`) and fetching once more after a checksum failure."""
+        node = self.settings.node
+        location = ref.location
+        deadline = time.monotonic() + node.load_retry_s
+        delay = node.load_retry_initial_s
+        attempt = 0
+        refetched = False
+        retrying = False
+        try:
+            while True:
+                attempt += 1
+                try:
+                    return await asyncio.to_thread(
+                        functools.partial(fetch_folder, with_checkpoint=False),
+                        self.store,
+                        location,
+                        self.settings.node_cache_dir,
+                    )
+                except ChecksumMismatch as exc:
+                    if refetched:
+                        raise ChecksumMismatch(
+                            f"{exc}; it failed again when fetched once more, so this revision is not served",
+                            exc.key,
+                        ) from exc
+                    refetched = True
+                    self._count_failed_attempt("checksum")
+                    log.warning(
+                        "model file failed checksum verification; fetching it once more",
+                        extra={"model": location, "file": exc.key, "error": str(exc)},
+                    )
+                    self._announce(ref, node_pb2.MODEL_STATE_LOADING, f"{exc}; fetching it once more")
+                    continue
+                except Exception as exc:
+                    if not store_unavailable(exc):
+                        raise
+                    if stop.is_set():
+                        raise LoadAbandoned(f"the load of {location} was abandoned") from exc
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise StoreError(
+                            f"the model store was unreachable for {node.load_retry_s:g} s "
+                            f"({attempt} attempts): {exc}"
+                        ) from exc
+                    wait = min(delay * random.uniform(0.5, 1.5), node.load_retry_max_s, remaining)
+                    delay = min(delay * 2, node.load_retry_max_s)
+                    self._count_failed_attempt("store_unavailable")
+                    if not retrying and self.metrics is not None:
+                        self.metrics.loads_retrying.inc()
+                    retrying = True
+                    at = datetime.now(UTC) + timedelta(seconds=wait)
+                    log.warning(
+                        "model store unavailable while loading; retrying",
+                        extra={
+                            "model": location,
+                            "attempt": attempt,
+                            "retry_in_s": round(wait, 2),
+                            "error": str(exc),
+                        },
+                    )
+                    self._announce(
+                        ref,
+                        node_pb2.MODEL_STATE_LOADING,
+                        f"model store unavailable (attempt {attempt}): {exc}; "
+                        f"next attempt in {wait:.1f} s, at {at:%H:%M:%S} UTC",
+                    )
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), wait)
+                    if stop.is_set():
+                        raise LoadAbandoned(f"the load of {location} was abandoned while retrying") from exc
+        finally:
+            if retrying and self.metrics is not None:
+                self.metrics.loads_retrying.dec()
+
+    def _count_failed_attempt(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.load_failures.labels(reason=reason).inc()
+
     async def unload(self, ref: node_pb2.ModelRef) -> None:
-        """Unload once idle: work already routed to the model finishes first."""
+        """Unload once idle: work already routed to the model finishes first. A load in progress
+        is abandoned if it is waiting to retry, else awaited (its current attempt finishes). A
+        revision whose load failed is announced UNLOADED, so the API service forgets the failure."""
         loading = self._loading.get(ref.location)
         if loading is not None:
+            stop = self._stops.get(ref.location)
+            if stop is not None:
+                stop.set()
             with contextlib.suppress(Exception):
                 await asyncio.shield(loading)
         while ref.location in self._models and not self.is_idle(ref.location):
             await asyncio.sleep(IDLE_POLL_S)
+        if ref.location in self._failed and ref.location not in self._loading:
+            # Nothing is held, but the API service still records the failure: clear it.
+            self._failed.discard(ref.location)
+            self._announce(ref, node_pb2.MODEL_STATE_UNLOADED)
         await self._drop(ref.location)
 
     async def _drop(self, location: str) -> None:
@@ -162,6 +303,13 @@ class ModelManager:
             await self._drop(victim)
 
     async def close(self) -> None:
+        """Abandon loads in progress, then close every model."""
+        for stop in self._stops.values():
+            stop.set()
+        loading = list(self._loading.values())
+        for task in loading:
+            task.cancel()
+        await asyncio.gather(*loading, return_exceptions=True)
         for model in self._models.values():
             await model.close()
         self._models.clear()

@@ -48,9 +48,11 @@ class InferenceNode:
         self.node_id = settings.node.node_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         store = store_from_settings(settings)
         device = self.device_info()
+        self.device_kind = device.kind
         self.metrics = NodeMetrics(device_kind=device.kind, device_index=device.index)
         self.models = ModelManager(settings, store, self.metrics)
         self.draining = False
+        self.shutting_down = False
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.links = [ApiLink(self, address) for address in resolve_addresses(settings.node.api_addresses)]
         self.models.listeners.append(self._broadcast_status)
@@ -113,7 +115,7 @@ class InferenceNode:
 
     async def drain(self) -> None:
         """Refuse new work, finish what is in flight, say goodbye."""
-        self.draining = True
+        self.draining = self.shutting_down = True
         log.info("draining", extra={"node_id": self.node_id, "in_flight": len(self.in_flight)})
         for link in self.links:
             link.send_heartbeat()
@@ -124,6 +126,28 @@ class InferenceNode:
 
     def free_slots(self) -> int:
         return max(0, self.settings.node.slots - len(self.in_flight))
+
+    def set_draining(self, draining: bool, reason: str = "") -> None:
+        """An admin's drain or undrain (an undrain cannot stop a shutdown); every API replica hears
+        of it at once."""
+        draining = draining or self.shutting_down
+        if draining != self.draining:
+            log.info(
+                "draining" if draining else "undrained", extra={"node_id": self.node_id, "reason": reason}
+            )
+        self.draining = draining
+        for link in self.links:
+            link.send_heartbeat()
+
+    def memory_free_bytes(self) -> int:
+        """What more models may take: the memory budget less the models held, else the host's
+        available memory on a CPU node; 0 (unknown) on a GPU without a budget."""
+        budget = self.settings.node.memory_budget_bytes
+        if budget > 0:
+            return max(1, budget - sum(status.size_bytes for status in self.models.statuses()))
+        if self.device_kind == "cpu":
+            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+        return 0
 
     def _broadcast_status(self, status: node_pb2.ModelStatus) -> None:
         for link in self.links:
@@ -193,6 +217,8 @@ class ApiLink:
         self._outbox: asyncio.Queue[node_pb2.NodeMessage] | None = None
         self.heartbeat_interval_s = node.settings.api.heartbeat_interval_s
         self._loads: set[asyncio.Task[None]] = set()
+        self.registered = False
+        """Whether the current (or last) dial was welcomed by the API service."""
 
     def send(self, message: node_pb2.NodeMessage) -> None:
         if self._outbox is not None:
@@ -204,7 +230,10 @@ class ApiLink:
         self.send(
             node_pb2.NodeMessage(
                 heartbeat=node_pb2.Heartbeat(
-                    sent_at=stamp, free_slots=self.node.free_slots(), draining=self.node.draining
+                    sent_at=stamp,
+                    free_slots=self.node.free_slots(),
+                    memory_free_bytes=self.node.memory_free_bytes(),
+                    draining=self.node.draining,
                 )
             )
         )
@@ -218,14 +247,16 @@ class ApiLink:
     async def run(self) -> None:
         backoff = 0.5
         while True:
+            self.registered = False
             try:
                 await self._session()
-                backoff = 0.5
             except NodeRejected:
                 raise
             except (grpc.aio.AioRpcError, ConnectionError, TimeoutError) as exc:
                 detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
                 log.warning("stream to API service dropped", extra={"api": self.address, "error": detail})
+            if self.registered:
+                backoff = 0.5  # the session that just ended was welcomed: a new outage starts afresh
             delay = backoff * random.uniform(0.5, 1.5)
             backoff = min(backoff * 2, 30.0)
             await asyncio.sleep(delay)
@@ -262,6 +293,7 @@ class ApiLink:
                 "registered with API service",
                 extra={"api": self.address, "node_id": node.node_id, "session_id": welcome.session_id},
             )
+            self.registered = True
             self._outbox = asyncio.Queue()
             tasks = [
                 asyncio.create_task(self._write_loop(call)),
@@ -295,8 +327,13 @@ class ApiLink:
             elif kind == "cancel":
                 self.node.cancel_work(message.cancel.request_id)
             elif kind == "drain":
-                self.node.draining = True
-                self.send_heartbeat()
+                self.node.set_draining(True, message.drain.reason)
+            elif kind == "undrain":
+                self.node.set_draining(False)
+            elif kind == "rejection":
+                rejection = message.rejection
+                reason = node_pb2.RejectionReason.Name(rejection.reason)
+                raise NodeRejected(f"{reason}: {rejection.message}")
 
     async def _load(self, ref: node_pb2.ModelRef) -> None:
         with contextlib.suppress(Exception):  # the manager reports failures as MODEL_STATE_FAILED

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import grpc
 
+MAX_MESSAGE_CHARS = 500
+"""An error message echoes client input; cut, it still fits gRPC's trailing metadata (8 KiB)."""
+
 
 class ServalError(Exception):
     http_status: int = 500
     grpc_code: grpc.StatusCode = grpc.StatusCode.INTERNAL
 
     def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[: MAX_MESSAGE_CHARS - 1] + "…"
         super().__init__(message)
         self.message = message
         self.retry_after_s = retry_after_s
@@ -66,9 +71,22 @@ class NotBuilt(Conflict):
     grpc_code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class FailedPrecondition(Conflict):
+    """The call needs a state the target is not in (a node draining, a revision not built yet)."""
+
+    grpc_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
 class PayloadTooLarge(ServalError):
     http_status = 413
     grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class ClientClosedRequest(ServalError):
+    """The caller went away before the answer was ready (nginx's 499); nobody reads this answer."""
+
+    http_status = 499
+    grpc_code = grpc.StatusCode.CANCELLED
 
 
 class Unavailable(ServalError):

@@ -1,6 +1,7 @@
 """`serval admin …`: API keys, node tokens, nodes and base models.
 
-These work on the database directly, so a fresh install can create its first admin key.
+API keys and node tokens work on the database directly, so a fresh install can create its first
+admin key; `serval admin nodes …` controls live nodes through a running API service.
 """
 
 from __future__ import annotations
@@ -14,16 +15,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from serval_cli import base_models
+from serval_cli import base_models, nodes
 from serval_cli.config import load_settings
 
 app = typer.Typer(help="Administration: API keys, node tokens, nodes, base models.", no_args_is_help=True)
 api_keys = typer.Typer(help="Client API keys (shown once when created).", no_args_is_help=True)
 node_tokens = typer.Typer(help="Tokens inference nodes use to register.", no_args_is_help=True)
-nodes = typer.Typer(help="Inference nodes known to the API service.", no_args_is_help=True)
 app.add_typer(api_keys, name="api-key")
 app.add_typer(node_tokens, name="node-token")
-app.add_typer(nodes, name="nodes")
+app.add_typer(nodes.app, name="nodes")
 app.add_typer(base_models.app, name="base-model")
 
 console = Console()
@@ -133,15 +133,3 @@ def node_token_revoke(token_id: str, home: Home = None, database_url: DatabaseUr
 
     with_db(home, database_url, lambda db: revoke_node_token(db, token_id))
     console.print(f"revoked node token {token_id}")
-
-
-@nodes.command("list")
-def nodes_list(home: Home = None, database_url: DatabaseUrl = None) -> None:
-    """List inference nodes with their status and last heartbeat."""
-    from serval_api.db.nodes import list_nodes
-
-    grid = table("node", "status", "device", "free slots", "last seen")
-    for node in with_db(home, database_url, list_nodes):
-        last_seen = f"{node.last_seen:%Y-%m-%d %H:%M:%S}" if node.last_seen else ""
-        grid.add_row(node.id, node.status, node.device or "", str(node.free_slots), last_seen)
-    console.print(grid)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -65,6 +67,97 @@ class ManifestError(StoreError):
     """A manifest is missing or invalid, or a file does not match it."""
 
 
+class ChecksumMismatch(ManifestError):
+    """A downloaded file's size or sha256 differs from what the manifest says.
+
+    Either the object in the model store is corrupt (it stays so) or the download was (fetching
+    again may help): callers may fetch once more, never in a loop."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+_MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchBucket"})
+_TRANSIENT_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequests",
+        "InternalError",
+        "ServiceUnavailable",
+        "503",
+        "500",
+        "502",
+        "504",
+    }
+)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and everything it was raised from or during, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _client_error(exc: BaseException) -> tuple[str, int] | None:
+    """(error code, HTTP status) of a botocore ClientError, None for anything else."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict) or "Error" not in response:
+        return None
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return code, status
+
+
+def store_object_missing(exc: BaseException) -> bool:
+    """Whether a store failure means the object is not there (as opposed to unreachable)."""
+    for cause in _causes(exc):
+        if isinstance(cause, FileNotFoundError):
+            return True
+        error = _client_error(cause)
+        if error is not None and (error[0] in _MISSING_CODES or error[1] == 404):
+            return True
+    return False
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether a failure is the model store being unreachable or overloaded for now (connection
+    refused or dropped, timeouts, throttling, 5xx): worth retrying later, unlike a missing object,
+    refused access or a file that fails verification."""
+    if isinstance(exc, ChecksumMismatch) or store_object_missing(exc):
+        return False
+    try:
+        from boto3.exceptions import RetriesExceededError
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+        from botocore.exceptions import HTTPClientError, IncompleteReadError
+        from s3transfer.exceptions import RetriesExceededError as TransferRetriesExceededError
+
+        transient: tuple[type[BaseException], ...] = (
+            BotoConnectionError,
+            HTTPClientError,
+            IncompleteReadError,
+            RetriesExceededError,
+            TransferRetriesExceededError,
+        )
+    except ImportError:  # pragma: no cover - boto3 is a core dependency
+        transient = ()
+    for cause in _causes(exc):
+        if isinstance(cause, (ConnectionError, TimeoutError, *transient)):
+            return True
+        error = _client_error(cause)
+        if error is not None and (error[0] in _TRANSIENT_CODES or error[1] >= 500 or error[1] == 429):
+            return True
+    return False
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -95,6 +188,8 @@ def read_manifest(store: ModelStore, prefix: str) -> Manifest:
     try:
         raw = store.read_bytes(f"{prefix}/{MANIFEST}")
     except StoreError as exc:
+        if not store_object_missing(exc):
+            raise ManifestError(str(exc)) from exc
         raise ManifestError(
             f"no {MANIFEST} under {prefix}: the model is missing or not yet published"
         ) from exc
@@ -114,8 +209,11 @@ def fetch_folder(
     """Return the manifest of `prefix` and a verified local copy of its weights.
 
     Follows `weights_from` to the folder that holds the files. Files download into a temporary
-    folder, are checked against the manifest, and the folder is renamed into place, so a partial
-    or corrupt copy is never visible. A verified copy already in the cache is reused.
+    folder of this call's own, are checked against the manifest, and the folder is renamed into
+    place, so a partial or corrupt copy is never visible: a file that fails verification raises
+    `ChecksumMismatch` and the temporary folder (the bad file with it) is removed, so fetching
+    again downloads afresh. A copy already in the cache is reused when every file is there at its
+    manifest size (sha256 was verified when it was written); otherwise it is fetched again.
     `with_checkpoint=False` leaves out the `hf/` training checkpoint (what serving needs).
     """
     manifest = read_manifest(store, prefix)
@@ -129,31 +227,70 @@ def fetch_folder(
                 "files": [f for f in files_manifest.files if not f.path.startswith(f"{TRAINING_CHECKPOINT}/")]
             }
         )
-    if not files_manifest.files:
+    files = files_manifest.files
+    if not files:
         raise ManifestError(f"{source_prefix}/{MANIFEST} lists no files")
     digest = hashlib.sha256(files_manifest.model_dump_json(include={"files"}).encode()).hexdigest()[:16]
     target = cache_dir / source_prefix / digest
     if target.is_dir():
-        return manifest, target
-    partial = target.with_name(f".partial-{digest}-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+        if _complete(target, files):
+            return manifest, target
+        shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _partials_lock:
+        _remove_stale_partials(target.parent, digest)
+        partial = target.parent / f".partial-{digest}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        partial.mkdir()
+        _active_partials.add(partial)
     try:
-        for entry in files_manifest.files:
+        for entry in files:
+            key = f"{source_prefix}/{entry.path}"
             local = partial / entry.path
             local.parent.mkdir(parents=True, exist_ok=True)
-            store.download_file(f"{source_prefix}/{entry.path}", local)
+            store.download_file(key, local)
             size = local.stat().st_size
-            if size != entry.size or sha256_file(local) != entry.sha256:
-                raise ManifestError(
-                    f"{source_prefix}/{entry.path} does not match its manifest "
-                    f"(expected {entry.size} bytes sha256 {entry.sha256[:12]}…, got {size} bytes)"
+            actual = sha256_file(local)
+            if size != entry.size or actual != entry.sha256:
+                raise ChecksumMismatch(
+                    f"{key} does not match its manifest: checksum verification failed (expected "
+                    f"{entry.size} bytes sha256 {entry.sha256[:12]}…, got {size} bytes sha256 {actual[:12]}…)",
+                    key,
                 )
+        if not _complete(partial, files):
+            raise ManifestError(f"the download of {source_prefix} lost files before it was complete")
         try:
             os.rename(partial, target)
         except OSError:
-            if not target.is_dir():
+            if not (target.is_dir() and _complete(target, files)):
                 raise
     finally:
+        with _partials_lock:
+            _active_partials.discard(partial)
         shutil.rmtree(partial, ignore_errors=True)
     return manifest, target
+
+
+_active_partials: set[Path] = set()
+"""Temporary download folders in use by this process (one per `fetch_folder` call)."""
+_partials_lock = threading.Lock()
+
+
+def _complete(folder: Path, files: list[ManifestFile]) -> bool:
+    """Every manifest file is in `folder` with its manifest size: a cheap check, not a checksum."""
+    for entry in files:
+        try:
+            if (folder / entry.path).stat().st_size != entry.size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _remove_stale_partials(parent: Path, digest: str) -> None:
+    """Remove temporary download folders an earlier run of this process id left behind (a
+    restarted container usually gets the same id); other processes' folders are theirs.
+    The caller holds `_partials_lock`."""
+    pid = os.getpid()
+    for stale in [*parent.glob(f".partial-{digest}-{pid}-*"), parent / f".partial-{digest}-{pid}"]:
+        if stale not in _active_partials and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)

@@ -39,6 +39,17 @@ class ApiSettings(BaseModel):
     max_segment_chars: int = 2000
     max_n_best: int = 20
     max_queued_requests: int = 1000
+    spread_load_fraction: float = Field(
+        default=0.5,
+        description="When every node holding a model revision is this busy (in-flight work over its slots), "
+        "one more node loads it; 0 = never spread.",
+    )
+    failed_load_retry_s: float = Field(
+        default=60.0, description="How long after a node failed to load a model revision it is asked again."
+    )
+    node_token_check_s: float = Field(
+        default=0.5, description="How often connected nodes' tokens are checked for revocation."
+    )
     metrics_enabled: bool = Field(
         default=True,
         description="Serve Prometheus metrics, unauthenticated, at `GET /metrics` on the REST port.",
@@ -50,6 +61,20 @@ class ApiSettings(BaseModel):
     )
     download_url_ttl_s: float = Field(default=3600.0, description="How long a model download URL works.")
     max_upload_bytes: int = Field(default=100 << 20, description="The largest data file a client may upload.")
+    max_request_bytes: int = Field(
+        default=1 << 20,
+        description="The largest REST request body other than a file upload; a larger one answers 413.",
+    )
+    max_grpc_message_bytes: int = Field(
+        default=4 << 20,
+        description="The largest gRPC message the API service receives (from clients, build jobs and "
+        "nodes); a larger one ends the call with RESOURCE_EXHAUSTED.",
+    )
+    max_list_items: int = Field(
+        default=10_000,
+        description="The most items one list in a request may hold (a corpus's files, corpus ids, "
+        "filters, text ids, chapters, refs, warnings); more answer 400 / INVALID_ARGUMENT.",
+    )
     tls_cert_file: Path | None = Field(
         default=None,
         description="PEM certificate (chain); with `tls_key_file`, gRPC and REST serve TLS on their ports.",
@@ -80,6 +105,15 @@ class NodeSettings(BaseModel):
     )
     metrics_port: int = Field(default=0, description="Serve Prometheus metrics on this port; 0 = off.")
     metrics_host: str = "127.0.0.1"
+    load_retry_s: float = Field(
+        default=300.0,
+        description="How long a model load keeps retrying while the model store is unreachable "
+        "(connection refused, timeouts, 5xx) before the model is reported FAILED.",
+    )
+    load_retry_initial_s: float = Field(
+        default=0.5, description="First wait before retrying a model load; it doubles after each failure."
+    )
+    load_retry_max_s: float = Field(default=10.0, description="Longest wait between model load retries.")
     resolve_interval_s: float = Field(
         default=30.0, description="How often API addresses are re-resolved to find new replicas."
     )

@@ -8,11 +8,15 @@ import contextlib
 import os
 import socket
 import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
 from sqlalchemy.engine import make_url
 
 from serval_common.store import ModelStore
@@ -105,3 +109,226 @@ def publish_tiny_base_model(store: ModelStore, ct2_dir: Path, name: str = "tiny"
         quantization="int8",
         hf_dir=ct2_dir.parent / "hf",
     )
+
+
+# Load, retries and process memory for the end-to-end failure tests (test_api_restart_under_load,
+# test_two_replicas, test_soak).
+
+RETRYABLE_STATUSES = frozenset({502, 503, 504})
+"""Statuses a client retries: the service is restarting or has no capacity right now."""
+
+
+@dataclass(frozen=True)
+class ClientRetryPolicy:
+    """What a well-behaved client of a service that restarts does: retry a failed connection, a
+    connection dropped mid-request (translation is idempotent) and 502/503/504, with exponential
+    backoff (honoring Retry-After up to `max_backoff_s`), trying the next replica first when it
+    knows several, until `budget_s` has passed since the request began."""
+
+    budget_s: float = 60.0
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 1.0
+    attempt_timeout_s: float = 45.0
+
+
+@dataclass
+class Answer:
+    """One request's outcome, however many attempts it took."""
+
+    started: float
+    finished: float
+    status: int
+    attempts: int
+    replica: int
+    revision: str | None
+
+
+class Tally:
+    """The figures of one scenario, shared by its client threads: requests `sent` (each counted
+    once), `answered` (200), `failed` (after retries, or with a status no retry helps),
+    `retried` (attempts beyond each request's first)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sent = 0
+        self.answered = 0
+        self.failed = 0
+        self.retried = 0
+        self.answers: list[Answer] = []
+        self.failures: list[str] = []
+
+    def record(self, answer: Answer | None, failure: str | None = None) -> None:
+        with self._lock:
+            self.sent += 1
+            if answer is not None:
+                self.answers.append(answer)
+                self.retried += answer.attempts - 1
+                if answer.status == 200:
+                    self.answered += 1
+            if failure is not None:
+                self.failed += 1
+                self.failures.append(failure)
+
+    def answered_since(self, since: float) -> int:
+        """200s to requests begun after `since`."""
+        with self._lock:
+            return sum(1 for a in self.answers if a.status == 200 and a.started > since)
+
+    def first_answer_after(self, since: float) -> float | None:
+        """Seconds from `since` to the first 200 that arrived after it."""
+        with self._lock:
+            times = [a.finished for a in self.answers if a.status == 200 and a.finished > since]
+        return min(times) - since if times else None
+
+    def summary(self) -> str:
+        return f"{self.sent} sent, {self.answered} answered, {self.failed} failed, {self.retried} retried"
+
+
+def send_with_retries(
+    clients: Sequence[httpx.Client],
+    method: str,
+    path: str,
+    tally: Tally,
+    *,
+    json: Any = None,
+    prefer: int = 0,
+    policy: ClientRetryPolicy = ClientRetryPolicy(),
+) -> httpx.Response | None:
+    """Send one request as `policy` says, starting with `clients[prefer]` (one client per replica),
+    and record its outcome in `tally`. Returns the final response, or None when every attempt
+    failed to connect or was cut off."""
+    began = time.monotonic()
+    backoff = policy.initial_backoff_s
+    replica = prefer
+    attempts = 0
+    while True:
+        attempts += 1
+        response: httpx.Response | None = None
+        try:
+            response = clients[replica].request(method, path, json=json, timeout=policy.attempt_timeout_s)
+            problem = f"{response.status_code} {response.text[:200]}"
+        except httpx.TransportError as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if response is not None and response.status_code not in RETRYABLE_STATUSES:
+            answer = Answer(
+                began,
+                time.monotonic(),
+                response.status_code,
+                attempts,
+                replica,
+                response.headers.get("X-Model-Revision"),
+            )
+            failure = None if response.is_success else f"{method} {path}: {problem}"
+            tally.record(answer, failure)
+            return response
+        tried, replica = replica, (replica + 1) % len(clients)
+        wait = 0.0
+        if replica == prefer:  # every replica tried once more: back off
+            retry_after = response.headers.get("Retry-After", "") if response is not None else ""
+            wait = min(policy.max_backoff_s, float(retry_after) if retry_after.isdigit() else backoff)
+            backoff = min(backoff * 2, policy.max_backoff_s)
+        if time.monotonic() + wait - began > policy.budget_s:
+            status = response.status_code if response is not None else 0
+            tally.record(
+                Answer(began, time.monotonic(), status, attempts, tried, None),
+                f"{method} {path}: gave up after {attempts} attempts: {problem}",
+            )
+            return response
+        time.sleep(wait)
+
+
+class Load:
+    """At most `total` requests (and none begun after `duration_s`, when given) from `threads`
+    client threads; `send(thread, index)` makes request number `index` on client thread `thread`
+    and records it. Each thread pauses `pause_s` between its requests."""
+
+    def __init__(
+        self,
+        send: Callable[[int, int], None],
+        *,
+        total: int,
+        threads: int,
+        duration_s: float | None = None,
+        pause_s: float = 0.0,
+    ) -> None:
+        self._send = send
+        self.total = total
+        self.pause_s = pause_s
+        self.duration_s = duration_s
+        self._next = 0
+        self._lock = threading.Lock()
+        self._deadline = float("inf")
+        self.errors: list[BaseException] = []
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(threads)]
+
+    def start(self) -> Load:
+        if self.duration_s is not None:
+            self._deadline = time.monotonic() + self.duration_s
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _take(self) -> int | None:
+        with self._lock:
+            if self._next >= self.total or time.monotonic() >= self._deadline:
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def _run(self, thread: int) -> None:
+        while (index := self._take()) is not None:
+            try:
+                self._send(thread, index)
+            except BaseException as exc:  # a bug in the test's own client code: surface it in join()
+                self.errors.append(exc)
+                return
+            if self.pause_s:
+                time.sleep(self.pause_s)
+
+    @property
+    def begun(self) -> int:
+        with self._lock:
+            return self._next
+
+    def stop(self) -> None:
+        """Begin no more requests."""
+        with self._lock:
+            self.total = min(self.total, self._next)
+
+    def join(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in self._threads), f"client threads still busy after {timeout_s} s"
+        if self.errors:
+            raise self.errors[0]
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.05) -> float:
+    """Poll `condition` until true; return how long that took. Fails with `what` after `timeout_s`."""
+    began = time.monotonic()
+    while not condition():
+        assert time.monotonic() - began < timeout_s, f"{what} (not within {timeout_s:g} s)"
+        time.sleep(interval_s)
+    return time.monotonic() - began
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident set size of process `pid` (VmRSS in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError(f"no VmRSS for process {pid}")
+
+
+def connected_sessions(rest_base_url: str) -> int:
+    """Node sessions connected to the API replica at `rest_base_url` (its `/metrics`); -1 when
+    it does not answer."""
+    try:
+        text = httpx.get(f"{rest_base_url.rstrip('/')}/metrics", timeout=5).text
+    except httpx.TransportError:
+        return -1
+    for line in text.splitlines():
+        if line.startswith("serval_api_connected_inference_nodes "):
+            return int(float(line.split()[1]))
+    return -1

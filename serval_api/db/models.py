@@ -164,6 +164,21 @@ class Node(Base):
     free_slots: Mapped[int] = mapped_column(Integer, default=0)
     first_seen: Mapped[datetime] = mapped_column(default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(default=utcnow)
+    token_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    drain_reason: Mapped[str | None] = mapped_column(String(500), default=None)
+    """Set while an admin has the node drained: it is told to drain again whenever it connects."""
+
+
+class NodeSessionRow(Base):
+    """One live node session with one API replica: a node dialing every replica has one per replica,
+    and is connected while it has any."""
+
+    __tablename__ = "node_sessions"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(200), index=True)
+    api_instance_id: Mapped[str] = mapped_column(String(200), index=True)
+    opened_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class DataFile(Base):

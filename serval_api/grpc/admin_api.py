@@ -8,7 +8,7 @@ from google.protobuf import empty_pb2, timestamp_pb2
 from grpc.aio import ServicerContext as Context
 
 from serval.admin.v1 import admin_pb2, admin_pb2_grpc
-from serval_api.db.models import ApiKey, Node, NodeToken
+from serval_api.db.models import ApiKey, NodeToken
 from serval_api.grpc.calls import caller_of, run_call
 from serval_api.service import Services, admin
 
@@ -88,6 +88,40 @@ class AdminApi(admin_pb2_grpc.AdminApiServicer):
 
         return await run_call(context, call)
 
+    async def DrainNode(self, request: admin_pb2.DrainNodeRequest, context: Context) -> admin_pb2.Node:
+        async def call() -> admin_pb2.Node:
+            caller = await caller_of(self._services, context)
+            return _node(await admin.drain_node(self._services, caller, request.node_id, request.reason))
+
+        return await run_call(context, call)
+
+    async def UndrainNode(self, request: admin_pb2.NodeRequest, context: Context) -> admin_pb2.Node:
+        async def call() -> admin_pb2.Node:
+            caller = await caller_of(self._services, context)
+            return _node(await admin.undrain_node(self._services, caller, request.node_id))
+
+        return await run_call(context, call)
+
+    async def LoadEngine(self, request: admin_pb2.NodeEngineRequest, context: Context) -> admin_pb2.Node:
+        async def call() -> admin_pb2.Node:
+            caller = await caller_of(self._services, context)
+            revision = request.revision if request.HasField("revision") else None
+            view = await admin.load_engine(
+                self._services, caller, request.node_id, request.engine_id, revision
+            )
+            return _node(view)
+
+        return await run_call(context, call)
+
+    async def UnloadEngine(self, request: admin_pb2.NodeEngineRequest, context: Context) -> admin_pb2.Node:
+        async def call() -> admin_pb2.Node:
+            caller = await caller_of(self._services, context)
+            return _node(
+                await admin.unload_engine(self._services, caller, request.node_id, request.engine_id)
+            )
+
+        return await run_call(context, call)
+
 
 def _timestamp(value: datetime) -> timestamp_pb2.Timestamp:
     stamp = timestamp_pb2.Timestamp()
@@ -115,13 +149,30 @@ def _node_token(row: NodeToken) -> admin_pb2.NodeToken:
     return message
 
 
-def _node(row: Node) -> admin_pb2.Node:
+def _node(view: admin.NodeView) -> admin_pb2.Node:
     return admin_pb2.Node(
-        id=row.id,
-        status=row.status,
-        device=row.device,
-        free_slots=row.free_slots,
-        last_seen=_timestamp(row.last_seen),
-        software_version=row.software_version,
-        api_instance_id=row.api_instance_id,
+        id=view.id,
+        status=view.status,
+        device=view.device,
+        free_slots=view.free_slots,
+        last_seen=_timestamp(view.last_seen),
+        software_version=view.software_version,
+        api_instance_id=view.api_instance_id,
+        slots=view.slots,
+        in_flight=view.in_flight,
+        memory_total_bytes=view.memory_total_bytes,
+        memory_free_bytes=view.memory_free_bytes,
+        drained=view.drained,
+        drain_reason=view.drain_reason or "",
+        models=[
+            admin_pb2.NodeModel(
+                engine_id=m.engine_id,
+                revision=m.revision,
+                state=m.state,
+                message=m.message,
+                size_bytes=m.size_bytes,
+            )
+            for m in view.models
+        ],
+        token_id=view.token_id,
     )

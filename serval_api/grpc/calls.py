@@ -1,11 +1,13 @@
-"""The one place gRPC handlers turn `ServalError` into a status, and read credentials."""
+"""The one place gRPC handlers turn `ServalError` into a status, read credentials, and refuse
+request messages that do not parse."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from serval_api.auth import API_KEY_METADATA, Caller, authenticate, bearer_value
 from serval_api.errors import ServalError
@@ -51,3 +53,88 @@ def served_by(context: grpc.aio.ServicerContext, served: Served[T]) -> T:
     """Send which model revision answered as trailing metadata (REST: `X-Model-Revision`)."""
     context.set_trailing_metadata(((MODEL_REVISION_METADATA, str(served.revision)),))
     return served.value
+
+
+class _Undecodable:
+    def __init__(self, error: DecodeError) -> None:
+        self.message = f"the request is not a valid protobuf message of this method's type: {error}"
+
+
+def _lenient(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as e:
+            return _Undecodable(e)
+
+    return parse
+
+
+class UndecodableRequests(grpc.aio.ServerInterceptor):
+    """A request message that does not parse answers INVALID_ARGUMENT, where gRPC itself would
+    answer UNKNOWN. Bidirectional streams (the node stream) read and check their own messages."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        deserialize = _lenient(handler.request_deserializer)
+        serialize = handler.response_serializer
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                _unary(handler.unary_unary), request_deserializer=deserialize, response_serializer=serialize
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                _server_stream(handler.unary_stream),
+                request_deserializer=deserialize,
+                response_serializer=serialize,
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                _client_stream(handler.stream_unary),
+                request_deserializer=deserialize,
+                response_serializer=serialize,
+            )
+        return handler
+
+
+async def _refuse(context: grpc.aio.ServicerContext, request: Any) -> None:
+    if isinstance(request, _Undecodable):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+
+
+def _unary(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await _refuse(context, request)
+        return await behavior(request, context)
+
+    return call
+
+
+def _server_stream(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await _refuse(context, request)
+        async for response in behavior(request, context):
+            yield response
+
+    return call
+
+
+def _client_stream(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(requests: AsyncIterable[Any], context: grpc.aio.ServicerContext) -> Any:
+        async def checked() -> AsyncIterator[Any]:
+            async for request in requests:
+                await _refuse(context, request)
+                yield request
+
+        return await behavior(checked(), context)
+
+    return call

@@ -123,7 +123,9 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
                 request.engine_id,
                 build_id=request.build_id or None,
                 options=_options(request.options) if request.HasField("options") else None,
-                corpora=parallel_sources(request.corpora) if request.corpora else None,
+                corpora=parallel_sources(request.corpora, self._services.settings.api.max_list_items)
+                if request.corpora
+                else None,
             )
             return empty_pb2.Empty()
 
@@ -207,6 +209,8 @@ def _options(text: str) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidArgument(f"options: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise InvalidArgument("options: nested too deeply") from None
     if not isinstance(value, dict):
         raise InvalidArgument("options: expected a JSON object")
     return value

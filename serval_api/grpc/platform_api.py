@@ -8,11 +8,13 @@ from datetime import UTC
 from typing import Any
 
 from google.protobuf import empty_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
 from grpc.aio import ServicerContext as Context
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+from serval_api.errors import InvalidArgument, NotFound, PermissionDenied
 from serval_api.grpc.calls import bearer_token, run_call
-from serval_api.service import Services, job_auth, platform, pretranslations
+from serval_api.service import Services, job_auth, limits, platform, pretranslations
 
 
 class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
@@ -30,6 +32,8 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
         """Authorize the job token for `build_id` (and, when named, that build's engine)."""
 
         async def call() -> empty_pb2.Empty:
+            if not limits.can_be_id(build_id):
+                raise NotFound(f"build {limits.shown(build_id)} not found")
             await job_auth.authorize_job(self._services, build_id, bearer_token(context), engine_id=engine_id)
             await report()
             return empty_pb2.Empty()
@@ -56,7 +60,7 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
                 progress=request.progress if request.HasField("progress") else None,
                 message=request.message if request.HasField("message") else None,
                 queue_depth=request.queue_depth if request.HasField("queue_depth") else None,
-                phases=[phase_dict(phase) for phase in request.phases],
+                phases=[phase_dict(phase, f"phases[{i}]") for i, phase in enumerate(request.phases)],
             ),
         )
 
@@ -87,6 +91,10 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
     ) -> empty_pb2.Empty:
         async def call() -> empty_pb2.Empty:
             token = bearer_token(context)
+            if not limits.can_be_id(request.engine_id):
+                raise PermissionDenied(
+                    f"the job token is not valid for engine {limits.shown(request.engine_id)}"
+                )
             build_id = await job_auth.authorize_job_for_engine(self._services, request.engine_id, token)
             await platform.increment_corpus_size(self._services, build_id, request.count)
             return empty_pb2.Empty()
@@ -159,15 +167,24 @@ async def pretranslation_rows(
 _STAGES = {platform_pb2.PHASE_STAGE_TRAIN: "Train", platform_pb2.PHASE_STAGE_INFERENCE: "Inference"}
 
 
-def phase_dict(phase: platform_pb2.Phase) -> dict[str, Any]:
+def phase_dict(phase: platform_pb2.Phase, field: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"stage": _STAGES.get(phase.stage, "Train")}
     if phase.HasField("step"):
         entry["step"] = phase.step
     if phase.HasField("step_count"):
         entry["stepCount"] = phase.step_count
     if phase.HasField("started"):
-        entry["started"] = phase.started.ToDatetime(tzinfo=UTC).isoformat()
+        entry["started"] = _instant(f"{field}.started", phase.started)
     return entry
+
+
+def _instant(field: str, stamp: Timestamp) -> str:
+    try:
+        return stamp.ToDatetime(tzinfo=UTC).isoformat()
+    except (ValueError, OverflowError):
+        raise InvalidArgument(
+            f"{field}: not a timestamp between years 1 and 9999 ({stamp.seconds} s, {stamp.nanos} ns)"
+        ) from None
 
 
 def execution_data_dict(data: platform_pb2.ExecutionData) -> dict[str, Any]:

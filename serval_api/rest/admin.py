@@ -1,4 +1,5 @@
-"""`/api/v1/admin/…`: API keys, node tokens and nodes, for callers with the `admin` scope."""
+"""`/api/v1/admin/…`: API keys, node tokens and nodes (listing and control), for callers with the
+`admin` scope."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from datetime import datetime
 from fastapi import APIRouter, status
 
 from serval_api.db.models import ApiKey as ApiKeyRow
-from serval_api.db.models import Node as NodeRow
 from serval_api.db.models import NodeToken as NodeTokenRow
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.protocol import Model
@@ -43,14 +43,39 @@ class NodeToken(Model):
     token: str | None = None
 
 
+class NodeModel(Model):
+    engine_id: str
+    revision: int
+    state: str
+    message: str = ""
+    size_bytes: int = 0
+
+
 class Node(Model):
     id: str
     status: str
     device: str
     free_slots: int
     last_seen: datetime
+    slots: int = 0
+    in_flight: int = 0
+    memory_total_bytes: int = 0
+    memory_free_bytes: int = 0
+    drained: bool = False
+    drain_reason: str | None = None
+    models: list[NodeModel] = []
     software_version: str | None = None
     api_instance_id: str | None = None
+    token_id: str | None = None
+
+
+class NodeDrainConfig(Model):
+    reason: str = ""
+
+
+class NodeEngineConfig(Model):
+    engine_id: str
+    revision: int | None = None
 
 
 @router.post(
@@ -97,6 +122,42 @@ async def list_nodes(services: ServicesDep, caller: CallerDep) -> list[Node]:
     return [_node(n) for n in await admin.list_nodes(services, caller)]
 
 
+@router.get("/nodes/{node_id}", response_model=Node, response_model_exclude_none=True)
+async def get_node(node_id: str, services: ServicesDep, caller: CallerDep) -> Node:
+    return _node(await admin.get_node(services, caller, node_id))
+
+
+@router.post("/nodes/{node_id}/drain", response_model=Node, response_model_exclude_none=True)
+async def drain_node(
+    node_id: str, services: ServicesDep, caller: CallerDep, config: NodeDrainConfig | None = None
+) -> Node:
+    reason = config.reason if config is not None else ""
+    return _node(await admin.drain_node(services, caller, node_id, reason))
+
+
+@router.post("/nodes/{node_id}/undrain", response_model=Node, response_model_exclude_none=True)
+async def undrain_node(node_id: str, services: ServicesDep, caller: CallerDep) -> Node:
+    return _node(await admin.undrain_node(services, caller, node_id))
+
+
+@router.post(
+    "/nodes/{node_id}/models",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=Node,
+    response_model_exclude_none=True,
+)
+async def load_engine(
+    node_id: str, config: NodeEngineConfig, services: ServicesDep, caller: CallerDep
+) -> Node:
+    """Pre-warm: the node starts loading the engine's revision; poll the node to see it ready."""
+    return _node(await admin.load_engine(services, caller, node_id, config.engine_id, config.revision))
+
+
+@router.delete("/nodes/{node_id}/models/{engine_id}", response_model=Node, response_model_exclude_none=True)
+async def unload_engine(node_id: str, engine_id: str, services: ServicesDep, caller: CallerDep) -> Node:
+    return _node(await admin.unload_engine(services, caller, node_id, engine_id))
+
+
 def _api_key(row: ApiKeyRow, plaintext: str | None = None) -> ApiKey:
     return ApiKey(
         id=row.id,
@@ -115,13 +176,30 @@ def _node_token(row: NodeTokenRow, plaintext: str | None = None) -> NodeToken:
     )
 
 
-def _node(row: NodeRow) -> Node:
+def _node(view: admin.NodeView) -> Node:
     return Node(
-        id=row.id,
-        status=row.status,
-        device=row.device,
-        free_slots=row.free_slots,
-        last_seen=row.last_seen,
-        software_version=row.software_version,
-        api_instance_id=row.api_instance_id,
+        id=view.id,
+        status=view.status,
+        device=view.device,
+        free_slots=view.free_slots,
+        last_seen=view.last_seen,
+        slots=view.slots,
+        in_flight=view.in_flight,
+        memory_total_bytes=view.memory_total_bytes,
+        memory_free_bytes=view.memory_free_bytes,
+        drained=view.drained,
+        drain_reason=view.drain_reason,
+        models=[
+            NodeModel(
+                engine_id=m.engine_id,
+                revision=m.revision,
+                state=m.state,
+                message=m.message,
+                size_bytes=m.size_bytes,
+            )
+            for m in view.models
+        ],
+        software_version=view.software_version,
+        api_instance_id=view.api_instance_id,
+        token_id=view.token_id,
     )

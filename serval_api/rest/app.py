@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.utils import is_body_allowed_for_status_code
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from serval_api.errors import ServalError
+from serval_api.errors import PayloadTooLarge, ServalError
 from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
 from serval_api.rest import (
     admin,
@@ -31,6 +35,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     for module in (engines, builds, translation, status, admin, downloads, files, corpora, parallel_corpora):
         app.include_router(module.router)
     app.include_router(pretranslations.router)
+    app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
     if api_metrics is not None:
         app.state.metrics = api_metrics
         app.add_middleware(RestMetricsMiddleware, metrics=api_metrics)
@@ -39,14 +44,66 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     openapi.install(app)
     app.add_exception_handler(ServalError, _serval_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     return app
 
 
-async def _serval_error(_request: Request, error: ServalError) -> JSONResponse:
+class BodyLimit:
+    """A request body over `max_bytes` answers 413 before any handler reads it. File uploads
+    stream to disk under their own limit (`api.max_upload_bytes`) and pass through."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(files.router.prefix):
+            await self.app(scope, receive, send)
+            return
+        too_large = PayloadTooLarge(f"the request body is larger than the limit of {self.max_bytes} bytes")
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await _error_response(too_large)(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await _error_response(too_large)(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _error_response(error: ServalError) -> JSONResponse:
     headers = {}
     if error.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, round(error.retry_after_s)))
     return JSONResponse({"message": error.message}, status_code=error.http_status, headers=headers)
+
+
+async def _serval_error(_request: Request, error: ServalError) -> JSONResponse:
+    return _error_response(error)
+
+
+async def _http_error(_request: Request, error: HTTPException) -> Response:
+    """FastAPI's own answers (no such route, a body it cannot parse) in this service's error shape."""
+    if not is_body_allowed_for_status_code(error.status_code):
+        return Response(status_code=error.status_code, headers=error.headers)
+    return JSONResponse({"message": error.detail}, status_code=error.status_code, headers=error.headers)
 
 
 async def _validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:

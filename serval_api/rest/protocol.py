@@ -50,16 +50,32 @@ class TranslationEngine(Model):
     date_created: datetime | None = None
 
 
+class ParallelCorpusFilterConfig(Model):
+    """Which texts of one corpus to use: `textIds`, or a `scriptureRange` such as `MAT;MRK1-3`."""
+
+    corpus_id: str
+    text_ids: list[str] | None = None
+    scripture_range: str | None = None
+
+
 class TrainingCorpusConfig(Model):
     parallel_corpus_id: str
-    source_filters: list[dict[str, Any]] | None = None
-    target_filters: list[dict[str, Any]] | None = None
+    source_filters: list[ParallelCorpusFilterConfig] | None = None
+    target_filters: list[ParallelCorpusFilterConfig] | None = None
+
+
+class PretranslateCorpusConfig(Model):
+    """`corpusId` is Serval's older name of `parallelCorpusId`."""
+
+    parallel_corpus_id: str | None = None
+    corpus_id: str | None = None
+    source_filters: list[ParallelCorpusFilterConfig] | None = None
 
 
 class TranslationBuildConfig(Model):
     name: str | None = None
     train_on: list[TrainingCorpusConfig] | None = None
-    pretranslate: list[dict[str, Any]] | None = None
+    pretranslate: list[PretranslateCorpusConfig] | None = None
     options: dict[str, Any] | None = None
 
 

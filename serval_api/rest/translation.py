@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Request, Response
 
 from serval_api.rest.deps import CallerDep, ServicesDep
+from serval_api.rest.disconnect import while_connected
 from serval_api.rest.openapi import errors
 from serval_api.rest.protocol import (
     PrefixRequest,
@@ -39,9 +40,14 @@ def served_by(response: Response, served: Served[T]) -> T:
     responses=errors(405, 409, 413, 503),
 )
 async def translate(
-    engine_id: str, segment: Segment, response: Response, services: ServicesDep, caller: CallerDep
+    engine_id: str,
+    segment: Segment,
+    request: Request,
+    response: Response,
+    services: ServicesDep,
+    caller: CallerDep,
 ) -> TranslationResult:
-    served = await translation.translate(services, caller, engine_id, segment, 1)
+    served = await while_connected(request, translation.translate(services, caller, engine_id, segment, 1))
     return result_dto(served_by(response, served)[0])
 
 
@@ -52,9 +58,15 @@ async def translate(
     responses=errors(405, 409, 413, 503),
 )
 async def translate_n(
-    engine_id: str, n: int, segment: Segment, response: Response, services: ServicesDep, caller: CallerDep
+    engine_id: str,
+    n: int,
+    segment: Segment,
+    request: Request,
+    response: Response,
+    services: ServicesDep,
+    caller: CallerDep,
 ) -> list[TranslationResult]:
-    served = await translation.translate(services, caller, engine_id, segment, n)
+    served = await while_connected(request, translation.translate(services, caller, engine_id, segment, n))
     return [result_dto(r) for r in served_by(response, served)]
 
 
@@ -65,19 +77,34 @@ async def translate_n(
     responses=errors(405, 409, 413, 503),
 )
 async def translate_prefix(
-    engine_id: str, body: PrefixRequest, response: Response, services: ServicesDep, caller: CallerDep
+    engine_id: str,
+    body: PrefixRequest,
+    request: Request,
+    response: Response,
+    services: ServicesDep,
+    caller: CallerDep,
 ) -> list[TranslationResult]:
-    served = await translation.translate_prefix(
-        services, caller, engine_id, body.segment, body.prefix, body.n
+    served = await while_connected(
+        request, translation.translate_prefix(services, caller, engine_id, body.segment, body.prefix, body.n)
     )
     return [result_dto(r) for r in served_by(response, served)]
 
 
-@router.post("/get-word-graph", response_model=WordGraph, responses=errors(405, 409, 413, 503))
+@router.post(
+    "/get-word-graph",
+    response_model=WordGraph,
+    response_model_exclude_none=True,
+    responses=errors(405, 409, 413, 503),
+)
 async def get_word_graph(
-    engine_id: str, segment: Segment, response: Response, services: ServicesDep, caller: CallerDep
+    engine_id: str,
+    segment: Segment,
+    request: Request,
+    response: Response,
+    services: ServicesDep,
+    caller: CallerDep,
 ) -> WordGraph:
-    served = await translation.get_word_graph(services, caller, engine_id, segment)
+    served = await while_connected(request, translation.get_word_graph(services, caller, engine_id, segment))
     return word_graph_dto(served_by(response, served))
 
 

@@ -1,9 +1,13 @@
 """The dispatcher: picks a node for each piece of inference work and awaits its answer.
 
 A node that already holds the model revision and has a free slot is preferred (least loaded
-first); otherwise the least-loaded node is told to load it and the request waits for the load
-within its deadline. Work is never sent beyond a node's advertised slots. Translation is
-idempotent, so work on a node that goes away is retried once on another node.
+first); otherwise the least-loaded node with memory to spare is told to load it and the request
+waits for the load within its deadline. Work is never sent beyond a node's advertised slots.
+Translation is idempotent, so work on a node that goes away is retried once on another node. A
+request whose caller gives up (deadline passed, client cancelled) is cancelled on the node too.
+
+Spreading: when every node holding a revision is loaded past `api.spread_load_fraction` of its
+slots, one more node is told to load it, so a hot engine is served by several nodes at once.
 
 Hot swap: while no node has an engine's current revision ready, requests go to the newest older
 revision that is ready somewhere and some node is told to load the current one. Once a node
@@ -23,7 +27,7 @@ from serval.inference.v1 import node_pb2
 from serval.translation.v1 import engine_pb2
 from serval_api.errors import InvalidArgument, ServalError, Unavailable
 from serval_api.routing.registry import NodeRegistry
-from serval_api.routing.session import NodeGone, NodeSession
+from serval_api.routing.session import NodeGone, NodeSession, model_ref
 from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
 from serval_common.settings import Settings
 
@@ -32,6 +36,7 @@ log = logging.getLogger(__name__)
 READY = node_pb2.MODEL_STATE_READY
 LOADING = node_pb2.MODEL_STATE_LOADING
 FAILED = node_pb2.MODEL_STATE_FAILED
+UNSPECIFIED = node_pb2.MODEL_STATE_UNSPECIFIED
 
 
 class Dispatcher:
@@ -84,7 +89,7 @@ class Dispatcher:
             item = node_pb2.WorkItem(
                 request_id=request_id,
                 deadline=_wall_clock(deadline),
-                model=_ref(served),
+                model=model_ref(served),
                 **operation,
             )
             future = session.submit(request_id, item)
@@ -97,9 +102,15 @@ class Dispatcher:
                     extra={"request_id": request_id, "node_id": session.node_id, "attempt": attempt},
                 )
                 continue
-            except TimeoutError:
+            except (TimeoutError, asyncio.CancelledError) as exc:
                 session.forget(request_id)
                 session.send(node_pb2.ApiMessage(cancel=node_pb2.Cancel(request_id=request_id)))
+                if isinstance(exc, asyncio.CancelledError):
+                    log.info(
+                        "caller went away; work cancelled on the node",
+                        extra={"request_id": request_id, "node_id": session.node_id},
+                    )
+                    raise
                 raise Unavailable(f"the translation did not finish within {timeout_s:g} s") from None
             finally:
                 await self.registry.notify()
@@ -126,13 +137,18 @@ class Dispatcher:
         self._waiting += 1
         try:
             while True:
-                sessions = [s for s in self.registry.sessions() if s.session_id not in exclude]
+                connected = [s for s in self.registry.sessions() if s.session_id not in exclude]
+                if not connected:
+                    raise Unavailable("no inference node is connected", retry_after_s=1)
+                sessions = [s for s in connected if not s.draining]
                 if not sessions:
-                    raise Unavailable("no inference node is connected", retry_after_s=5)
+                    raise Unavailable("every inference node is draining", retry_after_s=5)
                 ready = [s for s in sessions if s.model_state(model.location) == READY]
                 free = [s for s in ready if s.accepts_work()]
+                if ready and self._hot(model, sessions, ready):
+                    self._spread(model, sessions)
                 if free:
-                    return min(free, key=lambda s: len(s.pending)), model
+                    return min(free, key=_load), model
                 older = None if ready else _newest_older(model, sessions)
                 if not any(s.model_state(model.location) in (READY, LOADING) for s in sessions):
                     try:
@@ -150,20 +166,35 @@ class Dispatcher:
             self._waiting -= 1
 
     def _request_load(self, model: ModelKey, sessions: list[NodeSession]) -> None:
-        candidates = [s for s in sessions if not s.draining and s.model_state(model.location) != FAILED]
+        """A node that failed to load `model` is asked again once `api.failed_load_retry_s` has
+        passed (the store may be back); a revision that fails its checksum fails again, unserved."""
+        retry_before = time.monotonic() - self.settings.api.failed_load_retry_s
+        candidates = [
+            s
+            for s in sessions
+            if not s.draining
+            and (
+                s.model_state(model.location) != FAILED or s.failed_at.get(model.location, 0) <= retry_before
+            )
+        ]
         if not candidates:
             reasons = "; ".join(sorted({s.model_errors.get(model.location, "") for s in sessions} - {""}))
             raise Unavailable(f"no inference node could load model {model.location}: {reasons or 'draining'}")
-        session = min(
-            candidates, key=lambda s: (not _older_revisions(s, model), len(s.pending), len(s.models))
-        )
-        self._send_load(session, model)
+        _send_load(_best_for_load(model, candidates, sessions), model, why="requested")
 
-    @staticmethod
-    def _send_load(session: NodeSession, model: ModelKey) -> None:
-        session.models[model.location] = LOADING
-        session.send(node_pb2.ApiMessage(load_model=node_pb2.LoadModel(model=_ref(model))))
-        log.info("asked node to load model", extra={"node_id": session.node_id, "model": model.location})
+    def _hot(self, model: ModelKey, sessions: list[NodeSession], ready: list[NodeSession]) -> bool:
+        """Every node holding `model` is loaded past the spread fraction and none is loading it."""
+        fraction = self.settings.api.spread_load_fraction
+        if fraction <= 0 or any(s.model_state(model.location) == LOADING for s in sessions):
+            return False
+        return all(s.in_flight >= fraction * s.slots for s in ready)
+
+    def _spread(self, model: ModelKey, sessions: list[NodeSession]) -> None:
+        candidates = [
+            s for s in sessions if s.accepts_work() and s.model_state(model.location) == UNSPECIFIED
+        ]
+        if candidates:
+            _send_load(_best_for_load(model, candidates, sessions), model, why="spreading a hot engine")
 
     def revision_published(self, engine_id: str, revision: int) -> None:
         """Load ahead: every node holding an older revision of the engine starts loading the new one."""
@@ -175,7 +206,7 @@ class Dispatcher:
                 and session.model_state(model.location) not in (READY, LOADING)
                 and _older_revisions(session, model)
             ):
-                self._send_load(session, model)
+                _send_load(session, model, why="published")
 
     def _model_state_changed(self, session: NodeSession, status: node_pb2.ModelStatus) -> None:
         if status.state != READY or session.draining:
@@ -184,39 +215,51 @@ class Dispatcher:
         self._newest[model.engine_id] = max(model.revision, self._newest.get(model.engine_id, 0))
         for other in self.registry.sessions():
             for old in _older_revisions(other, model):
-                other.models.pop(old.location, None)
-                other.send(node_pb2.ApiMessage(unload_model=node_pb2.UnloadModel(model=_ref(old))))
+                other.unload(old)
                 log.info(
                     "asked node to unload superseded model",
                     extra={"node_id": other.node_id, "model": old.location, "by": model.location},
                 )
 
 
-def _ref(model: ModelKey) -> node_pb2.ModelRef:
-    return node_pb2.ModelRef(engine_id=model.engine_id, revision=model.revision, location=model.location)
+def _send_load(session: NodeSession, model: ModelKey, *, why: str) -> None:
+    session.load(model)
+    log.info(
+        "asked node to load model", extra={"node_id": session.node_id, "model": model.location, "why": why}
+    )
 
 
-def _parse_location(location: str) -> ModelKey | None:
-    parts = location.split("/")
-    if len(parts) != 3 or parts[0] != "models" or not parts[2].isdigit():
-        return None
-    return ModelKey(parts[1], int(parts[2]))
+def _load(session: NodeSession) -> float:
+    """How busy the node is, as a fraction of its slots (work from every replica)."""
+    return session.in_flight / max(1, session.slots)
+
+
+def _best_for_load(
+    model: ModelKey, candidates: list[NodeSession], sessions: list[NodeSession]
+) -> NodeSession:
+    """Prefer a node replacing an older revision of the engine, then one with memory to spare for
+    the model (its size as another node reported it; unknown memory counts as room), then the least
+    loaded, then the one holding fewest models."""
+    size = max((s.model_sizes.get(model.location, 0) for s in sessions), default=0)
+
+    def rank(session: NodeSession) -> tuple[bool, bool, float, int]:
+        room = session.memory_free_bytes == 0 or session.memory_free_bytes >= size
+        return (not _older_revisions(session, model), not room, _load(session), len(session.models))
+
+    return min(candidates, key=rank)
 
 
 def _older_revisions(session: NodeSession, model: ModelKey) -> list[ModelKey]:
     """Revisions of `model`'s engine older than it that the session holds (loading or ready)."""
-    keys = (_parse_location(location) for location in list(session.models))
     return [
-        key
-        for key in keys
-        if key is not None and key.engine_id == model.engine_id and key.revision < model.revision
+        key for key in session.held() if key.engine_id == model.engine_id and key.revision < model.revision
     ]
 
 
 def _newest_older(model: ModelKey, sessions: list[NodeSession]) -> tuple[NodeSession, ModelKey] | None:
     """A free session with the newest older revision of the engine ready, least loaded first."""
     choices = [
-        (older.revision, -len(session.pending), session, older)
+        (older.revision, -_load(session), session, older)
         for session in sessions
         if session.accepts_work()
         for older in _older_revisions(session, model)

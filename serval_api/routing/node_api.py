@@ -2,8 +2,10 @@
 
 The first message must be Hello; the node token travels as `authorization: Bearer <token>`.
 A bad token or an incompatible protocol version gets a Rejection message and then the stream
-ends with UNAUTHENTICATED or FAILED_PRECONDITION. A session that sends nothing (not even a
-heartbeat) for `api.node_timeout_s` is closed and routing stops using it.
+ends with UNAUTHENTICATED or FAILED_PRECONDITION; so does a session whose token is revoked while
+it runs (`NodeSession.kick`). A session that sends nothing (not even a heartbeat) for
+`api.node_timeout_s` is closed and routing stops using it. A node an admin drained is told to
+drain again whenever it reconnects.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_api.routing.registry import NodeRegistry
@@ -24,14 +28,23 @@ from serval_common.settings import Settings
 log = logging.getLogger(__name__)
 
 SUPPORTED_PROTOCOL_VERSIONS = (node_pb2.PROTOCOL_VERSION_1,)
+MAX_NODE_ID_CHARS = 200
+MAX_SOFTWARE_VERSION_CHARS = 64
 
-TokenVerifier = Callable[[str], Awaitable[bool]]
+
+class BadFrame(Exception):
+    """The node sent bytes that are not a NodeMessage."""
+
+
+TokenVerifier = Callable[[str], Awaitable[str | None]]
+"""A node token's id, or None when the token is unknown or revoked."""
 
 
 class NodeRecords(Protocol):
     """Where node sessions are recorded beyond this process (the database)."""
 
-    async def opened(self, session: NodeSession, api_instance_id: str, software_version: str) -> None: ...
+    async def opened(self, session: NodeSession, api_instance_id: str) -> str | None:
+        """Record the session; return the reason an admin drained the node, or None."""
 
     async def closed(self, session: NodeSession) -> None: ...
 
@@ -48,12 +61,12 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         self.settings = settings
         self.verify_token = verify_token
         self.records = records
-        self.instance_id = settings.api.instance_id or uuid.uuid4().hex[:8]
+        self.instance_id = settings.api_instance_name
 
     async def Connect(self, request_iterator: object, context: grpc.aio.ServicerContext) -> None:
         try:
             first = await self._read(context, self.settings.api.node_timeout_s)
-        except TimeoutError:
+        except (TimeoutError, BadFrame):
             first = None
         if first is None or not first.HasField("hello"):
             await self._reject(
@@ -61,7 +74,8 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             )
             return
         hello = first.hello
-        if not await self.verify_token(_bearer_token(context)):
+        token_id = await self.verify_token(_bearer_token(context))
+        if token_id is None:
             await self._reject(context, node_pb2.REJECTION_REASON_BAD_TOKEN, "invalid or revoked node token")
             return
         if hello.protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
@@ -77,9 +91,22 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 context, node_pb2.REJECTION_REASON_BAD_HELLO, "Hello needs a node_id and free_slots > 0"
             )
             return
+        if len(hello.node_id) > MAX_NODE_ID_CHARS or "\x00" in hello.node_id:
+            await self._reject(
+                context,
+                node_pb2.REJECTION_REASON_BAD_HELLO,
+                f"node_id: at most {MAX_NODE_ID_CHARS} characters and no NUL",
+            )
+            return
 
         session = NodeSession(
-            session_id=uuid.uuid4().hex, node_id=hello.node_id, device=hello.device, slots=hello.free_slots
+            session_id=uuid.uuid4().hex,
+            node_id=hello.node_id,
+            device=hello.device,
+            slots=hello.free_slots,
+            token_id=token_id,
+            software_version=_printable(hello.software_version, MAX_SOFTWARE_VERSION_CHARS),
+            memory_free_bytes=hello.device.memory_free_bytes,
         )
         for status in hello.models:
             self.registry.set_model_state(session, status)
@@ -93,24 +120,38 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 )
             )
         )
-        await self.registry.add(session)
         if self.records is not None:
-            await self.records.opened(session, self.instance_id, hello.software_version)
+            drained = await self.records.opened(session, self.instance_id)
+            if drained is not None:
+                session.draining = True
+                session.send(node_pb2.ApiMessage(drain=node_pb2.Drain(reason=drained)))
+        await self.registry.add(session)
         writer = asyncio.create_task(self._write_loop(session, context))
+        reader = asyncio.create_task(self._read_loop(session, context))
+        kicked = asyncio.create_task(session.kicked.wait())
         silent = False
+        bad_frame: str | None = None
         reason = "stream ended"
         try:
-            reason = await self._read_loop(session, context)
+            await asyncio.wait([reader, kicked], return_when=asyncio.FIRST_COMPLETED)
+            reason = reader.result() if reader.done() else session.kick_reason
         except TimeoutError:
             silent = True
             reason = f"nothing heard for {self.settings.api.node_timeout_s:g} s"
+        except BadFrame as e:
+            bad_frame = reason = str(e)
         finally:
-            writer.cancel()
+            for task in (writer, reader, kicked):
+                task.cancel()
             # The node usually hangs up right after Goodbye, which cancels this handler: the
             # bookkeeping must finish anyway.
             await asyncio.shield(self._forget(session, reason))
         if silent:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"node session closed: {reason}")
+        if bad_frame is not None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"node session closed: {bad_frame}")
+        if session.kicked.is_set():
+            await self._reject(context, node_pb2.REJECTION_REASON_BAD_TOKEN, reason)
 
     async def _forget(self, session: NodeSession, reason: str) -> None:
         await self.registry.remove(session, reason)
@@ -131,8 +172,12 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 self.registry.set_model_state(session, message.model_status)
                 await self.registry.notify()
             elif kind == "heartbeat":
-                if message.heartbeat.draining != session.draining:
-                    session.draining = message.heartbeat.draining
+                beat = message.heartbeat
+                session.last_heartbeat_at = datetime.now(UTC)
+                session.reported_free_slots = max(0, min(beat.free_slots, session.slots))
+                session.memory_free_bytes = max(0, beat.memory_free_bytes)
+                if beat.draining != session.draining:
+                    session.draining = beat.draining
                     await self.registry.notify()
             elif kind == "goodbye":
                 return f"goodbye: {message.goodbye.reason}"
@@ -148,6 +193,8 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             message = await asyncio.wait_for(context.read(), timeout_s)
         except (grpc.aio.AioRpcError, asyncio.CancelledError):
             return None
+        except DecodeError as e:
+            raise BadFrame(f"a frame is not a NodeMessage ({e})") from None
         if message is grpc.aio.EOF:
             return None
         assert isinstance(message, node_pb2.NodeMessage)
@@ -179,3 +226,8 @@ def _bearer_token(context: grpc.aio.ServicerContext) -> str:
         if key == "authorization" and isinstance(value, str) and value.lower().startswith("bearer "):
             return value[7:].strip()
     return ""
+
+
+def _printable(text: str, max_chars: int) -> str:
+    """What a node says about itself, as the nodes table can hold it."""
+    return text.replace("\x00", "")[:max_chars]

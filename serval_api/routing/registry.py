@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from serval.inference.v1 import node_pb2
@@ -53,9 +54,17 @@ class NodeRegistry:
         location = status.model.location
         if status.state == node_pb2.MODEL_STATE_UNLOADED:
             session.models.pop(location, None)
+            session.model_sizes.pop(location, None)
         else:
             session.models[location] = status.state
+        if status.size_bytes > 0:
+            session.model_sizes[location] = status.size_bytes
         if status.state == node_pb2.MODEL_STATE_FAILED:
+            session.failed_at[location] = time.monotonic()
+        else:
+            session.failed_at.pop(location, None)
+        failing = status.state in (node_pb2.MODEL_STATE_FAILED, node_pb2.MODEL_STATE_LOADING)
+        if failing and status.message:
             session.model_errors[location] = status.message
         else:
             session.model_errors.pop(location, None)
@@ -64,9 +73,14 @@ class NodeRegistry:
             extra={
                 "node_id": session.node_id,
                 "model": location,
-                "state": node_pb2.ModelState.Name(status.state),
+                "state": _state_name(status.state),
                 "detail": status.message,
             },
         )
         for listener in self.listeners:
             listener(session, status)
+
+
+def _state_name(state: int) -> str:
+    """A newer node may report a state this service does not know (proto3 enums are open)."""
+    return node_pb2.ModelState.Name(state) if state in node_pb2.ModelState.values() else str(state)

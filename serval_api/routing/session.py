@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from serval.inference.v1 import node_pb2
+from serval_api.routing.work import ModelKey
 
 
 class NodeGone(Exception):
@@ -19,14 +21,27 @@ class NodeSession:
     node_id: str
     device: node_pb2.DeviceInfo
     slots: int
+    token_id: str = ""
+    software_version: str = ""
     outbox: asyncio.Queue[node_pb2.ApiMessage] = field(default_factory=asyncio.Queue)
     models: dict[str, int] = field(default_factory=dict, repr=False)
     """Model location → node_pb2.ModelState."""
     model_errors: dict[str, str] = field(default_factory=dict, repr=False)
+    """Model location → why its load failed, or the last failed attempt while it is retried."""
+    model_sizes: dict[str, int] = field(default_factory=dict, repr=False)
+    failed_at: dict[str, float] = field(default_factory=dict, repr=False)
+    """Model location → when (monotonic) the node reported its load FAILED."""
     pending: dict[str, asyncio.Future[node_pb2.WorkResult]] = field(default_factory=dict, repr=False)
     last_seen: float = field(default_factory=time.monotonic)
+    last_heartbeat_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    reported_free_slots: int | None = None
+    """Free slots the node last reported: its load from every API replica, not just this one's."""
+    memory_free_bytes: int = 0
+    """What more models may take on the node, as it last reported; 0 = unknown."""
     draining: bool = False
     closed: bool = False
+    kicked: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    kick_reason: str = ""
 
     @property
     def free_slots(self) -> int:
@@ -35,11 +50,38 @@ class NodeSession:
     def accepts_work(self) -> bool:
         return not self.closed and not self.draining and self.free_slots > 0
 
+    @property
+    def in_flight(self) -> int:
+        """Work on the node from every replica when it has reported it, else this replica's own."""
+        if self.reported_free_slots is None:
+            return len(self.pending)
+        return max(len(self.pending), self.slots - self.reported_free_slots)
+
+    def kick(self, reason: str) -> None:
+        """End the session from this side (e.g. its node token was revoked)."""
+        self.kick_reason = reason
+        self.kicked.set()
+
     def model_state(self, location: str) -> int:
         return self.models.get(location, node_pb2.MODEL_STATE_UNSPECIFIED)
 
     def send(self, message: node_pb2.ApiMessage) -> None:
         self.outbox.put_nowait(message)
+
+    def load(self, model: ModelKey) -> None:
+        """Ask the node to load `model`; until it says otherwise the model counts as loading."""
+        self.models[model.location] = node_pb2.MODEL_STATE_LOADING
+        self.send(node_pb2.ApiMessage(load_model=node_pb2.LoadModel(model=model_ref(model))))
+
+    def unload(self, model: ModelKey) -> None:
+        """Route nothing more to `model` here and ask the node to unload it once its work is done."""
+        self.models.pop(model.location, None)
+        self.model_errors.pop(model.location, None)
+        self.send(node_pb2.ApiMessage(unload_model=node_pb2.UnloadModel(model=model_ref(model))))
+
+    def held(self) -> list[ModelKey]:
+        """The model revisions the node holds or is loading."""
+        return [key for key in map(ModelKey.parse, list(self.models)) if key is not None]
 
     def submit(self, request_id: str, item: node_pb2.WorkItem) -> asyncio.Future[node_pb2.WorkResult]:
         future: asyncio.Future[node_pb2.WorkResult] = asyncio.get_running_loop().create_future()
@@ -61,3 +103,7 @@ class NodeSession:
             if not future.done():
                 future.set_exception(NodeGone(f"node {self.node_id} went away"))
         self.pending.clear()
+
+
+def model_ref(model: ModelKey) -> node_pb2.ModelRef:
+    return node_pb2.ModelRef(engine_id=model.engine_id, revision=model.revision, location=model.location)

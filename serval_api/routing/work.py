@@ -19,6 +19,14 @@ class ModelKey:
     def location(self) -> str:
         return f"models/{self.engine_id}/{self.revision}"
 
+    @classmethod
+    def parse(cls, location: str) -> ModelKey | None:
+        """The key of a `models/{engineId}/{revision}` location; None for anything else."""
+        parts = location.split("/")
+        if len(parts) != 3 or parts[0] != "models" or not parts[2].isdigit():
+            return None
+        return cls(parts[1], int(parts[2]))
+
 
 @dataclass(frozen=True)
 class TranslateWork:

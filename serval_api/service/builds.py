@@ -18,7 +18,7 @@ from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
-from serval_api.service import corpus_export, pretranslations
+from serval_api.service import corpus_export, limits, pretranslations
 from serval_api.service.changes import build_key, engine_key
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
@@ -48,6 +48,12 @@ async def start_build(
     `train_on` is an inference-only build. `corpora` (gRPC) carries the corpora in the request."""
     caller.require(UPDATE_ENGINES)
     _check_options(options)
+    limits.optional_text("name", name, limits.NAME_CHARS)
+    if build_id is not None:
+        limits.new_id("buildId", build_id)
+    max_items = services.settings.api.max_list_items
+    _check_corpus_configs("trainOn", train_on, max_items)
+    _check_corpus_configs("pretranslate", pretranslate, max_items)
     plan = await corpus_export.plan_build(
         services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, corpora=corpora
     )
@@ -124,6 +130,19 @@ def _check_options(options: dict[str, Any] | None) -> None:
         BuildOptions.parse(json.dumps(options or {}))
     except BuildOptionsError as e:
         raise InvalidArgument(str(e)) from None
+    except RecursionError:
+        raise InvalidArgument("options: nested too deeply") from None
+
+
+def _check_corpus_configs(field: str, configs: list[dict[str, Any]] | None, max_items: int) -> None:
+    """`trainOn` / `pretranslate`: how many corpora, filters and text ids one build may name."""
+    limits.items(field, configs or (), max_items)
+    for i, config in enumerate(configs or ()):
+        for side in ("sourceFilters", "targetFilters"):
+            filters = config.get(side) or ()
+            limits.items(f"{field}[{i}].{side}", filters, max_items)
+            for j, item in enumerate(filters):
+                limits.items(f"{field}[{i}].{side}[{j}].textIds", item.get("textIds") or (), max_items)
 
 
 async def get_build(
@@ -134,9 +153,9 @@ async def get_build(
     async def read() -> Build:
         async with services.db.session() as s:
             await owned_engine(s, caller, engine_id)
-            build = await s.get(Build, build_id)
+            build = await s.get(Build, build_id) if limits.can_be_id(build_id) else None
             if build is None or build.engine_id != engine_id:
-                raise NotFound(f"build {build_id} not found")
+                raise NotFound(f"build {limits.shown(build_id)} not found")
             return build
 
     return await _wait_until(
@@ -281,9 +300,16 @@ async def watch_build(
         changed = services.changes.event(engine_key(engine_id) if followed is None else build_key(followed))
         async with services.db.session() as s:
             engine = await owned_engine(s, caller, engine_id)
-            build = await (_running_build(s, engine_id) if followed is None else s.get(Build, followed))
+            if followed is None:
+                build = await _running_build(s, engine_id)
+            else:
+                build = await s.get(Build, followed) if limits.can_be_id(followed) else None
         if build is None or build.engine_id != engine_id:
-            what = f"build {followed}" if followed else f"a build pending or running on engine {engine_id}"
+            what = (
+                f"build {limits.shown(followed)}"
+                if followed
+                else f"a build pending or running on engine {engine_id}"
+            )
             raise NotFound(f"{what} not found")
         followed = build.id
         if build.revision >= min_revision and build.revision != last_sent:

@@ -10,6 +10,7 @@ from serval.translation.v1 import engine_pb2
 from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
+from serval_api.routing.fleet import Fleet
 from serval_api.routing.work import Served, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
 from serval_common.settings import Settings
@@ -39,6 +40,8 @@ class Services:
     launcher: JobLauncher
     dispatcher: TranslationDispatcher
     changes: ChangeNotifier = field(default_factory=lambda: ChangeNotifier())
+    fleet: Fleet | None = None
+    """Admin control of the nodes connected to this replica; None where no node API runs."""
     long_poll_max_s: float = LONG_POLL_MAX_S
 
     @cached_property

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import CREATE_CORPORA, DELETE_CORPORA, READ_CORPORA, UPDATE_CORPORA, Caller
 from serval_api.db.models import Corpus, DataFile, ParallelCorpus, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound
+from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.engines import language
 from serval_api.service.files import default_text_id
@@ -30,19 +31,28 @@ class CorpusFileRef:
 
 
 async def owned_corpus(s: AsyncSession, caller: Caller, corpus_id: str, *, lock: bool = False) -> Corpus:
+    if not limits.can_be_id(corpus_id):
+        raise NotFound(f"corpus {limits.shown(corpus_id)} not found")
     corpus = await s.get(Corpus, corpus_id, with_for_update=True if lock else None)
     if corpus is None or corpus.owner != caller.owner:
         raise NotFound(f"corpus {corpus_id} not found")
     return corpus
 
 
-async def _resolve_files(s: AsyncSession, caller: Caller, refs: list[CorpusFileRef]) -> list[dict[str, str]]:
+async def _resolve_files(
+    services: Services, s: AsyncSession, caller: Caller, refs: list[CorpusFileRef]
+) -> list[dict[str, str]]:
+    """A text id names the text in pretranslations, so it fits their column; a file's name gives
+    the default one."""
+    limits.items("files", refs, services.settings.api.max_list_items)
     entries = []
     for i, ref in enumerate(refs):
-        file = await s.get(DataFile, ref.file_id)
+        file = await s.get(DataFile, ref.file_id) if limits.can_be_id(ref.file_id) else None
         if file is None or file.owner != caller.owner:
-            raise InvalidArgument(f"files[{i}].fileId: no file {ref.file_id!r}")
-        entries.append({"fileId": file.id, "textId": ref.text_id or default_text_id(file)})
+            raise InvalidArgument(f"files[{i}].fileId: no file {limits.shown(ref.file_id)}")
+        text_id = ref.text_id or default_text_id(file)
+        limits.text(f"files[{i}].textId", text_id, limits.TEXT_ID_CHARS)
+        entries.append({"fileId": file.id, "textId": text_id})
     return entries
 
 
@@ -56,6 +66,7 @@ async def create_corpus(
 ) -> Corpus:
     caller.require(CREATE_CORPORA)
     lang = language("language", language_tag)
+    limits.optional_text("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         corpus = Corpus(
             id=new_id(),
@@ -63,7 +74,7 @@ async def create_corpus(
             name=name,
             language=lang.tag,
             revision=1,
-            files=await _resolve_files(s, caller, files),
+            files=await _resolve_files(services, s, caller, files),
             date_created=utcnow(),
         )
         s.add(corpus)
@@ -96,12 +107,13 @@ async def update_corpus(
     """Replaces the fields given; the next build exports the corpus as it is then."""
     caller.require(UPDATE_CORPORA)
     lang = language("language", language_tag) if language_tag is not None else None
+    limits.optional_text("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         corpus = await owned_corpus(s, caller, corpus_id, lock=True)
         if lang is not None:
             corpus.language = lang.tag
         if files is not None:
-            corpus.files = await _resolve_files(s, caller, files)
+            corpus.files = await _resolve_files(services, s, caller, files)
         if name is not None:
             corpus.name = name
         corpus.revision += 1

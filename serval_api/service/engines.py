@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import CREATE_ENGINES, DELETE_ENGINES, READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, NotSupported
+from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.keys import new_id
 from serval_common.languages import LanguageInfo, resolve_language
@@ -32,14 +33,21 @@ def parse_engine_type(value: str) -> EngineType:
         raise NotSupported(
             f"engine type {_SERVAL_TYPES_NOT_SERVED[key]!r} is not served here; use one of: {allowed}"
         )
-    raise InvalidArgument(f"unsupported engine type {value!r}; expected one of: {allowed}")
+    raise InvalidArgument(f"unsupported engine type {limits.shown(value)}; expected one of: {allowed}")
 
 
 def language(field_name: str, tag: str) -> LanguageInfo:
+    """A BCP-47 tag, resolved; tags longer than the stored ones are refused before parsing."""
+    limits.text(field_name, tag, limits.LANGUAGE_TAG_CHARS)
     try:
-        return resolve_language(tag)
+        info = resolve_language(tag)
     except ValueError as e:
         raise InvalidArgument(f"{field_name}: {e}") from None
+    if len(info.tag) > limits.LANGUAGE_TAG_CHARS:
+        raise InvalidArgument(
+            f"{field_name}: {limits.shown(info.tag)} is longer than {limits.LANGUAGE_TAG_CHARS}"
+        )
+    return info
 
 
 async def create_engine(
@@ -57,6 +65,9 @@ async def create_engine(
     kind = parse_engine_type(engine_type)
     source = language("sourceLanguage", source_language)
     target = language("targetLanguage", target_language)
+    limits.optional_text("name", name, limits.NAME_CHARS)
+    if engine_id is not None:
+        limits.new_id("engineId", engine_id)
     engine = Engine(
         id=engine_id or new_id(),
         owner=caller.owner,
@@ -84,6 +95,8 @@ async def create_engine(
 async def owned_engine(s: AsyncSession, caller: Caller, engine_id: str, *, lock: bool = False) -> Engine:
     """Another owner's engine answers 404, so ids don't leak. `lock` holds the engine's row until the
     transaction ends; whatever changes an engine or its builds locks the engine first."""
+    if not limits.can_be_id(engine_id):
+        raise NotFound(f"engine {limits.shown(engine_id)} not found")
     engine = await s.get(Engine, engine_id, with_for_update=True if lock else None)
     if engine is None or engine.owner != caller.owner:
         raise NotFound(f"engine {engine_id} not found")

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import CREATE_FILES, DELETE_FILES, READ_FILES, UPDATE_FILES, Caller
 from serval_api.db.models import Corpus, DataFile, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
+from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.keys import new_id
 from serval_common.settings import Settings
@@ -39,7 +40,9 @@ def parse_format(value: str) -> FileFormat:
         if value.strip().lower() == fmt.value.lower():
             return fmt
     allowed = ", ".join(f.value for f in FileFormat)
-    raise InvalidArgument(f"format: unsupported file format {value!r}; expected one of: {allowed}")
+    raise InvalidArgument(
+        f"format: unsupported file format {limits.shown(value)}; expected one of: {allowed}"
+    )
 
 
 def contents_key(file_id: str) -> str:
@@ -98,6 +101,8 @@ def validate_contents(path: Path, fmt: FileFormat) -> None:
 
 async def owned_file(s: AsyncSession, caller: Caller, file_id: str, *, lock: bool = False) -> DataFile:
     """Another owner's file answers 404, so ids don't leak. `lock` holds the row for an update."""
+    if not limits.can_be_id(file_id):
+        raise NotFound(f"file {limits.shown(file_id)} not found")
     file = await s.get(DataFile, file_id, with_for_update=True if lock else None)
     if file is None or file.owner != caller.owner:
         raise NotFound(f"file {file_id} not found")
@@ -117,6 +122,7 @@ async def create_file(
 ) -> DataFile:
     caller.require(CREATE_FILES)
     fmt = parse_format(format)
+    limits.optional_text("name", name, limits.FILE_NAME_CHARS)
     file_id = new_id()
     size = await _store_contents(services, file_id, contents, fmt)
     file = DataFile(

@@ -90,9 +90,10 @@ async def revoke_node_token(db: Database, token_id: str) -> None:
         record.revoked_at = record.revoked_at or utcnow()
 
 
-async def verify_node_token(db: Database, plaintext: str) -> bool:
+async def verify_node_token(db: Database, plaintext: str) -> str | None:
+    """The token's id, or None when it is unknown or revoked."""
     if not plaintext:
-        return False
+        return None
     async with db.session() as s:
         record = await s.scalar(select(NodeToken).where(NodeToken.token_hash == hash_secret(plaintext)))
-    return record is not None and record.revoked_at is None
+    return record.id if record is not None and record.revoked_at is None else None

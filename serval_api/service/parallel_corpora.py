@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Corpus, ParallelCorpus, utcnow
 from serval_api.errors import InvalidArgument, NotFound
+from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 from serval_api.service.keys import new_id
@@ -22,13 +23,16 @@ from serval_api.service.keys import new_id
 log = logging.getLogger(__name__)
 
 
-async def _check_corpora(s: AsyncSession, caller: Caller, field_name: str, ids: list[str]) -> list[str]:
+async def _check_corpora(
+    services: Services, s: AsyncSession, caller: Caller, field_name: str, ids: list[str]
+) -> list[str]:
     if not ids:
         raise InvalidArgument(f"{field_name}: at least one corpus is required")
+    limits.items(field_name, ids, services.settings.api.max_list_items)
     for i, corpus_id in enumerate(ids):
-        corpus = await s.get(Corpus, corpus_id)
+        corpus = await s.get(Corpus, corpus_id) if limits.can_be_id(corpus_id) else None
         if corpus is None or corpus.owner != caller.owner:
-            raise InvalidArgument(f"{field_name}[{i}]: no corpus {corpus_id!r}")
+            raise InvalidArgument(f"{field_name}[{i}]: no corpus {limits.shown(corpus_id)}")
     return list(ids)
 
 
@@ -36,9 +40,9 @@ async def owned_parallel_corpus(
     s: AsyncSession, caller: Caller, engine_id: str, pc_id: str
 ) -> ParallelCorpus:
     await owned_engine(s, caller, engine_id)
-    pc = await s.get(ParallelCorpus, pc_id)
+    pc = await s.get(ParallelCorpus, pc_id) if limits.can_be_id(pc_id) else None
     if pc is None or pc.engine_id != engine_id:
-        raise NotFound(f"parallel corpus {pc_id} not found")
+        raise NotFound(f"parallel corpus {limits.shown(pc_id)} not found")
     return pc
 
 
@@ -52,6 +56,7 @@ async def create_parallel_corpus(
     name: str | None = None,
 ) -> ParallelCorpus:
     caller.require(UPDATE_ENGINES)
+    limits.optional_text("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id)
         pc = ParallelCorpus(
@@ -59,8 +64,8 @@ async def create_parallel_corpus(
             engine_id=engine_id,
             owner=caller.owner,
             name=name,
-            source_corpus_ids=await _check_corpora(s, caller, "sourceCorpusIds", source_corpus_ids),
-            target_corpus_ids=await _check_corpora(s, caller, "targetCorpusIds", target_corpus_ids),
+            source_corpus_ids=await _check_corpora(services, s, caller, "sourceCorpusIds", source_corpus_ids),
+            target_corpus_ids=await _check_corpora(services, s, caller, "targetCorpusIds", target_corpus_ids),
             date_created=utcnow(),
         )
         s.add(pc)
@@ -103,12 +108,17 @@ async def update_parallel_corpus(
     name: str | None = None,
 ) -> ParallelCorpus:
     caller.require(UPDATE_ENGINES)
+    limits.optional_text("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         pc = await owned_parallel_corpus(s, caller, engine_id, pc_id)
         if source_corpus_ids is not None:
-            pc.source_corpus_ids = await _check_corpora(s, caller, "sourceCorpusIds", source_corpus_ids)
+            pc.source_corpus_ids = await _check_corpora(
+                services, s, caller, "sourceCorpusIds", source_corpus_ids
+            )
         if target_corpus_ids is not None:
-            pc.target_corpus_ids = await _check_corpora(s, caller, "targetCorpusIds", target_corpus_ids)
+            pc.target_corpus_ids = await _check_corpora(
+                services, s, caller, "targetCorpusIds", target_corpus_ids
+            )
         if name is not None:
             pc.name = name
     return pc

@@ -9,13 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 from serval_api.db.models import Build, BuildState, Engine, utcnow
-from serval_api.errors import NotFound
-from serval_api.service import pretranslations
+from serval_api.errors import InvalidArgument, NotFound
+from serval_api.service import limits, pretranslations
 from serval_api.service.builds import apply_job_change
 from serval_api.service.context import Services
 from serval_common.jobs import CANCELED_EXIT_CODE
 
 log = logging.getLogger(__name__)
+
+MAX_COUNT = 2**31 - 1
+"""The largest corpus size the engine's column holds."""
 
 
 async def build_started(services: Services, build_id: str) -> None:
@@ -36,6 +39,12 @@ async def update_build_status(
     queue_depth: int | None = None,
     phases: list[dict[str, Any]] | None = None,
 ) -> None:
+    limits.items("phases", phases or (), services.settings.api.max_list_items)
+    if progress is not None:
+        limits.finite("progress", progress)
+    if message is not None:
+        message = limits.reported_text(message, limits.BUILD_MESSAGE_CHARS)
+
     def change(build: Build, _engine: Engine) -> None:
         build.step = step
         if phases:
@@ -51,6 +60,10 @@ async def update_build_status(
 
 
 async def build_completed(services: Services, build_id: str, *, corpus_size: int, confidence: float) -> None:
+    limits.finite("confidence", confidence)
+    if corpus_size < 0:
+        raise InvalidArgument(f"corpus_size: expected 0 or more, not {corpus_size}")
+
     def change(build: Build, engine: Engine) -> None:
         build.state = BuildState.COMPLETED.value
         build.date_finished = utcnow()
@@ -66,6 +79,7 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
 
 async def update_execution_data(services: Services, build_id: str, data: dict[str, Any]) -> None:
     """Merge what the job learned (train/pretranslate counts, warnings, resolved languages)."""
+    limits.items("execution_data.warnings", data.get("warnings", ()), services.settings.api.max_list_items)
 
     def change(build: Build, _engine: Engine) -> None:
         recorded = build.execution_data or {}
@@ -79,13 +93,20 @@ async def update_execution_data(services: Services, build_id: str, data: dict[st
 
 
 async def increment_corpus_size(services: Services, build_id: str, count: int) -> None:
+    if count < 0:
+        raise InvalidArgument(f"count: expected 0 or more, not {count}")
+
     def change(_build: Build, engine: Engine) -> None:
+        if engine.corpus_size + count > MAX_COUNT:
+            raise InvalidArgument(f"count: the engine's corpus size would exceed {MAX_COUNT}")
         engine.corpus_size += count
 
     await _report(services, build_id, "engine corpus size", change, level=logging.DEBUG)
 
 
 async def build_faulted(services: Services, build_id: str, message: str) -> None:
+    message = limits.reported_text(message, limits.BUILD_MESSAGE_CHARS)
+
     def change(build: Build, _engine: Engine) -> None:
         build.state = BuildState.FAULTED.value
         build.message = message
@@ -154,6 +175,7 @@ async def job_exited(services: Services, build_id: str, exit_code: int, log_tail
         else f"the build job exited with code {exit_code}"
     )
     message = f"{reason}: {log_tail.strip()[-1500:]}" if log_tail.strip() and not stopped else reason
+    message = limits.reported_text(message, limits.BUILD_MESSAGE_CHARS)
 
     def change(build: Build, _engine: Engine) -> None:
         build.state = (BuildState.CANCELED if stopped else BuildState.FAULTED).value

@@ -22,13 +22,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Delete, String, delete, select
+from sqlalchemy import Delete, delete, select
 from sqlalchemy import insert as sql_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
 from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, ParallelCorpus, Pretranslation
-from serval_api.errors import InvalidArgument, NotBuilt, Unauthenticated
+from serval_api.errors import InvalidArgument, NotBuilt, PermissionDenied, Unauthenticated
+from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 from serval_api.service.files import FileFormat, contents_key, model_store
@@ -40,16 +41,6 @@ log = logging.getLogger(__name__)
 
 INSERT_BATCH = 500
 """Rows written per transaction while a stream arrives."""
-
-
-def _width(column: str) -> int:
-    kind = Pretranslation.__table__.c[column].type
-    assert isinstance(kind, String) and kind.length is not None
-    return kind.length
-
-
-_MAX_CORPUS_ID = _width("corpus_id")
-_MAX_TEXT_ID = _width("text_id")
 
 
 @dataclass(frozen=True)
@@ -109,11 +100,14 @@ async def insert(services: Services, token: str | None, rows: AsyncIterable[Pret
     engine_id = ""
     batch: list[dict[str, Any]] = []
     count = 0
+    max_items = services.settings.api.max_list_items
     async for row in rows:
         if build_id is None:
             engine_id = row.engine_id
+            if not limits.can_be_id(engine_id):
+                raise PermissionDenied(f"the job token is not valid for engine {limits.shown(engine_id)}")
             build_id = await authorize_job_for_engine(services, engine_id, token)
-        batch.append(_validated(row, engine_id, count))
+        batch.append(_validated(row, engine_id, count, max_items))
         count += 1
         if len(batch) >= INSERT_BATCH:
             await _write(services, engine_id, build_id, batch, replace=count == len(batch))
@@ -126,16 +120,22 @@ async def insert(services: Services, token: str | None, rows: AsyncIterable[Pret
     return count
 
 
-def _validated(row: PretranslationRow, engine_id: str, index: int) -> dict[str, Any]:
+def _validated(row: PretranslationRow, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
     where = f"pretranslation {index}"
     if row.engine_id != engine_id:
-        raise InvalidArgument(f"{where}: engine_id {row.engine_id!r} differs from the stream's {engine_id!r}")
+        raise InvalidArgument(
+            f"{where}: engine_id {limits.shown(row.engine_id)} differs from the stream's {engine_id!r}"
+        )
     for name, value, limit in (
-        ("corpus_id", row.corpus_id, _MAX_CORPUS_ID),
-        ("text_id", row.text_id, _MAX_TEXT_ID),
+        ("corpus_id", row.corpus_id, limits.CORPUS_ID_CHARS),
+        ("text_id", row.text_id, limits.TEXT_ID_CHARS),
     ):
         if not value or len(value) > limit:
             raise InvalidArgument(f"{where}: {name} must hold 1 to {limit} characters")
+        limits.no_nul(f"{where}: {name}", value)
+    limits.no_nul(f"{where}: translation", row.translation)
+    limits.items(f"{where}: source_refs", row.source_refs, max_items)
+    limits.items(f"{where}: target_refs", row.target_refs, max_items)
     if not math.isfinite(row.confidence) or not 0.0 <= row.confidence <= 1.0:
         raise InvalidArgument(f"{where}: confidence must be between 0 and 1, not {row.confidence}")
     return {
@@ -198,6 +198,7 @@ async def list_pretranslations(
 ) -> list[Pretranslation]:
     """The rows of the engine's current model for one of its parallel corpora, in source order."""
     caller.require(READ_ENGINES)
+    limits.optional_text("textId", text_id, limits.TEXT_ID_CHARS)
     async with services.db.session() as s:
         engine, pc = await _built_parallel_corpus(s, caller, engine_id, corpus_id)
         return await _current_rows(s, engine, pc.id, text_id)
@@ -214,6 +215,7 @@ async def usfm(
     """The source project's book `text_id` with its verse texts replaced by the pretranslations;
     None when the project has no such book. Only a Paratext project can serve as template."""
     caller.require(READ_ENGINES)
+    limits.text("textId", text_id, limits.TEXT_ID_CHARS)
     _check_usfm_options(options)
     async with services.db.session() as s:
         engine, pc = await _built_parallel_corpus(s, caller, engine_id, corpus_id)

@@ -9,9 +9,9 @@ import uuid
 from serval.translation.v1 import common_pb2, engine_pb2
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Engine, EngineType
-from serval_api.errors import InvalidArgument, NotBuilt, PayloadTooLarge
+from serval_api.errors import InvalidArgument, NotBuilt
 from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
-from serval_api.service import train_segments
+from serval_api.service import limits, train_segments
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 
@@ -25,17 +25,8 @@ async def translate(
 ) -> Served[list[engine_pb2.TranslationResult]]:
     """Up to n translations and the model revision that made them (a human translation sent with
     train-segment, or the echo engine, answer for the engine's current revision)."""
-    caller.require(READ_ENGINES)
-    limits = services.settings.api
-    async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id)
-    if not segment.strip():
-        raise InvalidArgument("the segment is empty")
-    if len(segment) > limits.max_segment_chars:
-        raise PayloadTooLarge(
-            f"the segment has {len(segment)} characters; the limit is {limits.max_segment_chars}"
-        )
-    _check_n(limits.max_n_best, n)
+    engine = await _engine_for_segment(services, caller, engine_id, segment)
+    _check_n(services.settings.api.max_n_best, n)
     _require_built(engine)
     async with services.db.session() as s:
         human = await train_segments.find_target(s, engine_id, segment)
@@ -50,8 +41,10 @@ async def translate_prefix(
     services: Services, caller: Caller, engine_id: str, segment: str, prefix: str, n: int = 1
 ) -> Served[list[engine_pb2.TranslationResult]]:
     """Up to n translations that start with `prefix`, the target text the user typed."""
-    engine = await _engine_for_segment(services, caller, engine_id, segment + prefix)
+    engine = await _engine_for_segment(services, caller, engine_id, segment)
+    limits.segment("the prefix", prefix, services.settings.api.max_segment_chars, blank=True)
     _check_n(services.settings.api.max_n_best, n)
+    _require_built(engine)
     if engine.type == EngineType.ECHO:
         return Served([echo_result(segment)] * n, engine.model_revision)
     return await _dispatch_translate(services, engine, segment, n, prefix)
@@ -84,6 +77,7 @@ async def get_word_graph(
     services: Services, caller: Caller, engine_id: str, segment: str
 ) -> Served[engine_pb2.WordGraph]:
     engine = await _engine_for_segment(services, caller, engine_id, segment)
+    _require_built(engine)
     if engine.type == EngineType.ECHO:
         return Served(echo_word_graph(segment), engine.model_revision)
     work = WordGraphWork(
@@ -97,17 +91,11 @@ async def get_word_graph(
     )
 
 
-async def _engine_for_segment(services: Services, caller: Caller, engine_id: str, text: str) -> Engine:
-    """The caller's built engine, once `text` (everything the client sent) is checked."""
+async def _engine_for_segment(services: Services, caller: Caller, engine_id: str, segment: str) -> Engine:
     caller.require(READ_ENGINES)
-    limit = services.settings.api.max_segment_chars
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id)
-    if not text.strip():
-        raise InvalidArgument("the segment is empty")
-    if len(text) > limit:
-        raise PayloadTooLarge(f"the segment has {len(text)} characters; the limit is {limit}")
-    _require_built(engine)
+    limits.segment("the segment", segment, services.settings.api.max_segment_chars)
     return engine
 
 
@@ -146,11 +134,8 @@ async def train_segment(
     limit = services.settings.api.max_segment_chars
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id, lock=True)
-        for name, text in (("sourceSegment", source_segment), ("targetSegment", target_segment)):
-            if not text.strip():
-                raise InvalidArgument(f"{name} is empty")
-            if len(text) > limit:
-                raise PayloadTooLarge(f"{name} has {len(text)} characters; the limit is {limit}")
+        limits.segment("sourceSegment", source_segment, limit)
+        limits.segment("targetSegment", target_segment, limit)
         _require_built(engine)
         await train_segments.store_pair(s, engine, source_segment, target_segment, sentence_start)
     log.info("segment trained", extra={"engine_id": engine_id})

@@ -5,8 +5,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from boto3.exceptions import S3TransferFailedError
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import BotoCoreError, ClientError
+from s3transfer.exceptions import RetriesExceededError
 
 from serval_common.store.base import ModelStore, StoreError
 
@@ -62,13 +64,13 @@ class S3Store(ModelStore):
     def upload_file(self, key: str, source: Path) -> None:
         try:
             self._client.upload_file(str(source), self.bucket, self._key(key), Config=TRANSFER)
-        except (ClientError, BotoCoreError) as exc:
+        except (ClientError, BotoCoreError, RetriesExceededError, S3TransferFailedError) as exc:
             raise self._fail("upload", key, exc) from exc
 
     def download_file(self, key: str, target: Path) -> None:
         try:
             self._client.download_file(self.bucket, self._key(key), str(target), Config=TRANSFER)
-        except (ClientError, BotoCoreError) as exc:
+        except (ClientError, BotoCoreError, RetriesExceededError, S3TransferFailedError) as exc:
             raise self._fail("download", key, exc) from exc
 
     def iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
@@ -84,6 +86,8 @@ class S3Store(ModelStore):
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return False
+            raise self._fail("check", key, exc) from exc
+        except BotoCoreError as exc:
             raise self._fail("check", key, exc) from exc
         return True
 

@@ -108,6 +108,15 @@ class World:
         return value
 
     @cached_property
+    def node_id(self) -> str:
+        """A node the API service has a record of, though it is not connected."""
+        from serval_api.db.nodes import upsert_node
+
+        assert self.api.service.services is not None
+        self.api.run(upsert_node(self.api.service.services.db, "access-node", device="cpu:0 int8"))
+        return "access-node"
+
+    @cached_property
     def engine_id(self) -> str:
         engine_id: str = create_engine(self.client)["id"]
         return engine_id

@@ -90,6 +90,14 @@ REST_ENDPOINTS: list[Rest] = [
     Rest("GET", ADMIN_PATH + "/node-tokens", ADMIN, 200),
     Rest("DELETE", ADMIN_PATH + "/node-tokens/{token_id}", ADMIN, 200),
     Rest("GET", ADMIN_PATH + "/nodes", ADMIN, 200),
+    Rest("GET", ADMIN_PATH + "/nodes/{node_id}", ADMIN, 200),
+    Rest("POST", ADMIN_PATH + "/nodes/{node_id}/drain", ADMIN, 200, json={"reason": "x"}),
+    Rest("POST", ADMIN_PATH + "/nodes/{node_id}/undrain", ADMIN, 200),
+    # The node is recorded but not connected, and the engine has no revision yet.
+    Rest(
+        "POST", ADMIN_PATH + "/nodes/{node_id}/models", ADMIN, 409, json=lambda w: {"engineId": w.engine_id}
+    ),
+    Rest("DELETE", ADMIN_PATH + "/nodes/{node_id}/models/{engine_id}", ADMIN, 404),
 ]
 
 
@@ -232,6 +240,24 @@ GRPC_ENDPOINTS: list[Grpc] = [
         owned=False,
     ),
     Grpc(ADMIN_API + "ListNodes", ADMIN, lambda w: empty_pb2.Empty(), owned=False),
+    Grpc(
+        ADMIN_API + "DrainNode", ADMIN, lambda w: admin_pb2.DrainNodeRequest(node_id=w.node_id), owned=False
+    ),
+    Grpc(ADMIN_API + "UndrainNode", ADMIN, lambda w: admin_pb2.NodeRequest(node_id=w.node_id), owned=False),
+    Grpc(
+        ADMIN_API + "LoadEngine",
+        ADMIN,
+        lambda w: admin_pb2.NodeEngineRequest(node_id=w.node_id, engine_id=w.engine_id),
+        ok=(Code.FAILED_PRECONDITION,),
+        owned=False,
+    ),
+    Grpc(
+        ADMIN_API + "UnloadEngine",
+        ADMIN,
+        lambda w: admin_pb2.NodeEngineRequest(node_id=w.node_id, engine_id=w.engine_id),
+        ok=(Code.NOT_FOUND,),
+        owned=False,
+    ),
 ]
 
 PUBLIC_GRPC_SERVICES = {

@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
 from serval_api.auth import ALL_SCOPES
 from tests.api.conftest import RunningApi, create_engine
 
-MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
+MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "8"))
 MODES = {
     GenerationMode.POSITIVE: [
         not_a_server_error,

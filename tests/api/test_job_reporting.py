@@ -24,6 +24,7 @@ STEPS = 20
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.sqlite_pass_only
 def test_training_job_reports_to_the_api_service_and_its_clearml_task(
     api: RunningApi, tiny_ct2_model: Path, tmp_path: Path
 ) -> None:

@@ -32,6 +32,7 @@ DOWN_S = 4.0
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.sqlite_pass_only
 def test_training_job_survives_an_api_service_restart(
     tmp_path: Path, database_url: str, tiny_ct2_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -82,13 +82,14 @@ class ScriptedNode:
         self.channel.close()
 
 
-@pytest.fixture
-def api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
+@contextlib.contextmanager
+def fast_heartbeat_api(tmp_path: Path, database_url: str, **api: Any) -> Iterator[RunningApi]:
+    """An API service expecting heartbeats every 0.2 s and dropping nodes silent for 1 s."""
     settings = Settings(
         home=tmp_path,
         database_url=database_url,
         api=ApiSettings(
-            host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.2, node_timeout_s=1.0
+            host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.2, node_timeout_s=1.0, **api
         ),
     )
     running = RunningApi(settings)
@@ -99,10 +100,20 @@ def api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
 
 
 @pytest.fixture
-def node_token(api: RunningApi) -> str:
+def api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
+    with fast_heartbeat_api(tmp_path, database_url) as running:
+        yield running
+
+
+def new_node_token(api: RunningApi) -> str:
     assert api.service.services is not None
     _, plaintext = api.run(create_node_token(api.service.services.db, "test"))
     return plaintext
+
+
+@pytest.fixture
+def node_token(api: RunningApi) -> str:
+    return new_node_token(api)
 
 
 def node_rows(api: RunningApi) -> dict[str, str]:

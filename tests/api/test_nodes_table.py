@@ -12,5 +12,5 @@ def test_connected_nodes_show_in_health(api: RunningApi, client: httpx.Client) -
     api.run(upsert_node(db, "gpu-1", device="cuda:0 H200", session_id="s1", free_slots=64))
     health = client.get("/status/health").json()
     assert (health["status"], health["results"]["nodes"]) == ("Healthy", "1")
-    api.run(mark_node_gone(db, "gpu-1"))
+    api.run(mark_node_gone(db, "gpu-1", "s1"))
     assert client.get("/status/health").json()["results"]["nodes"] == "0"

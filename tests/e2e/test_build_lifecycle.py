@@ -176,6 +176,7 @@ def test_local_queue_reports_depth_and_runs_jobs_in_order(
         assert rest.get(f"/translation/engines/{first}/builds/{running['id']}").json()["state"] == "Canceled"
 
 
+@pytest.mark.sqlite_pass_only
 def test_killed_api_service_restarts_the_build_it_was_running(
     tmp_path: Path, tiny_ct2_model: Path, database_url: str
 ) -> None:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from build_jobs.publish import publish_base_model
 from serval_cli import processes
@@ -32,6 +33,7 @@ def start_api(
     return api
 
 
+@pytest.mark.sqlite_pass_only
 def test_node_redials_a_restarted_api_service(
     tmp_path: Path, tiny_ct2_model: Path, database_url: str
 ) -> None:

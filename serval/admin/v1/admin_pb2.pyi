@@ -99,7 +99,7 @@ class RevokeNodeTokenRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("id", "status", "device", "free_slots", "last_seen", "software_version", "api_instance_id")
+    __slots__ = ("id", "status", "device", "free_slots", "last_seen", "software_version", "api_instance_id", "slots", "in_flight", "memory_total_bytes", "memory_free_bytes", "drained", "drain_reason", "models", "token_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,14 @@ class Node(_message.Message):
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
     API_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DRAINED_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_REASON_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     status: str
     device: str
@@ -114,7 +122,53 @@ class Node(_message.Message):
     last_seen: _timestamp_pb2.Timestamp
     software_version: str
     api_instance_id: str
-    def __init__(self, id: _Optional[str] = ..., status: _Optional[str] = ..., device: _Optional[str] = ..., free_slots: _Optional[int] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., software_version: _Optional[str] = ..., api_instance_id: _Optional[str] = ...) -> None: ...
+    slots: int
+    in_flight: int
+    memory_total_bytes: int
+    memory_free_bytes: int
+    drained: bool
+    drain_reason: str
+    models: _containers.RepeatedCompositeFieldContainer[NodeModel]
+    token_id: str
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[str] = ..., device: _Optional[str] = ..., free_slots: _Optional[int] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., software_version: _Optional[str] = ..., api_instance_id: _Optional[str] = ..., slots: _Optional[int] = ..., in_flight: _Optional[int] = ..., memory_total_bytes: _Optional[int] = ..., memory_free_bytes: _Optional[int] = ..., drained: _Optional[bool] = ..., drain_reason: _Optional[str] = ..., models: _Optional[_Iterable[_Union[NodeModel, _Mapping]]] = ..., token_id: _Optional[str] = ...) -> None: ...
+
+class NodeModel(_message.Message):
+    __slots__ = ("engine_id", "revision", "state", "message", "size_bytes")
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    engine_id: str
+    revision: int
+    state: str
+    message: str
+    size_bytes: int
+    def __init__(self, engine_id: _Optional[str] = ..., revision: _Optional[int] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class NodeRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class DrainNodeRequest(_message.Message):
+    __slots__ = ("node_id", "reason")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    reason: str
+    def __init__(self, node_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class NodeEngineRequest(_message.Message):
+    __slots__ = ("node_id", "engine_id", "revision")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    engine_id: str
+    revision: int
+    def __init__(self, node_id: _Optional[str] = ..., engine_id: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)

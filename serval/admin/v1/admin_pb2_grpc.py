@@ -71,6 +71,26 @@ class AdminApiStub:
                 request_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
                 response_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.DrainNode = channel.unary_unary(
+                '/serval.admin.v1.AdminApi/DrainNode',
+                request_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.DrainNodeRequest.SerializeToString,
+                response_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
+                _registered_method=True)
+        self.UndrainNode = channel.unary_unary(
+                '/serval.admin.v1.AdminApi/UndrainNode',
+                request_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.NodeRequest.SerializeToString,
+                response_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
+                _registered_method=True)
+        self.LoadEngine = channel.unary_unary(
+                '/serval.admin.v1.AdminApi/LoadEngine',
+                request_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.NodeEngineRequest.SerializeToString,
+                response_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
+                _registered_method=True)
+        self.UnloadEngine = channel.unary_unary(
+                '/serval.admin.v1.AdminApi/UnloadEngine',
+                request_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.NodeEngineRequest.SerializeToString,
+                response_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
+                _registered_method=True)
 
 
 class AdminApiServicer:
@@ -119,6 +139,33 @@ class AdminApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DrainNode(self, request, context):
+        """Stop routing new work to a node (its work in flight finishes); kept across node restarts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndrainNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LoadEngine(self, request, context):
+        """Pre-warm: the node loads the engine's current revision (or `revision`) now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnloadEngine(self, request, context):
+        """Free memory: the node unloads every revision of the engine it holds once its work on them is done.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +203,26 @@ def add_AdminApiServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                     response_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'DrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainNode,
+                    request_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.DrainNodeRequest.FromString,
+                    response_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.SerializeToString,
+            ),
+            'UndrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndrainNode,
+                    request_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.NodeRequest.FromString,
+                    response_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.SerializeToString,
+            ),
+            'LoadEngine': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadEngine,
+                    request_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.NodeEngineRequest.FromString,
+                    response_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.SerializeToString,
+            ),
+            'UnloadEngine': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnloadEngine,
+                    request_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.NodeEngineRequest.FromString,
+                    response_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.Node.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -348,6 +415,114 @@ class AdminApi:
             '/serval.admin.v1.AdminApi/ListNodes',
             google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             serval_dot_admin_dot_v1_dot_admin__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.admin.v1.AdminApi/DrainNode',
+            serval_dot_admin_dot_v1_dot_admin__pb2.DrainNodeRequest.SerializeToString,
+            serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.admin.v1.AdminApi/UndrainNode',
+            serval_dot_admin_dot_v1_dot_admin__pb2.NodeRequest.SerializeToString,
+            serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LoadEngine(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.admin.v1.AdminApi/LoadEngine',
+            serval_dot_admin_dot_v1_dot_admin__pb2.NodeEngineRequest.SerializeToString,
+            serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnloadEngine(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.admin.v1.AdminApi/UnloadEngine',
+            serval_dot_admin_dot_v1_dot_admin__pb2.NodeEngineRequest.SerializeToString,
+            serval_dot_admin_dot_v1_dot_admin__pb2.Node.FromString,
             options,
             channel_credentials,
             insecure,

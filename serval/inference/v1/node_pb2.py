@@ -26,21 +26,21 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from serval.translation.v1 import engine_pb2 as serval_dot_translation_dot_v1_dot_engine__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eserval/inference/v1/node.proto\x12\x13serval.inference.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"serval/translation/v1/engine.proto\"\x95\x02\n\x0bNodeMessage\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.serval.inference.v1.HelloH\x00\x12\x33\n\theartbeat\x18\x02 \x01(\x0b\x32\x1e.serval.inference.v1.HeartbeatH\x00\x12\x31\n\x06result\x18\x03 \x01(\x0b\x32\x1f.serval.inference.v1.WorkResultH\x00\x12\x38\n\x0cmodel_status\x18\x04 \x01(\x0b\x32 .serval.inference.v1.ModelStatusH\x00\x12/\n\x07goodbye\x18\x05 \x01(\x0b\x32\x1c.serval.inference.v1.GoodbyeH\x00\x42\x06\n\x04\x62ody\"\xc3\x01\n\x05Hello\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12/\n\x06\x64\x65vice\x18\x03 \x01(\x0b\x32\x1f.serval.inference.v1.DeviceInfo\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x30\n\x06models\x18\x05 \x03(\x0b\x32 .serval.inference.v1.ModelStatus\x12\x18\n\x10software_version\x18\x06 \x01(\t\"\x84\x01\n\nDeviceInfo\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x14\n\x0c\x63ompute_type\x18\x04 \x01(\t\x12\x1a\n\x12memory_total_bytes\x18\x05 \x01(\x03\x12\x19\n\x11memory_free_bytes\x18\x06 \x01(\x03\"y\n\tHeartbeat\x12+\n\x07sent_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nfree_slots\x18\x02 \x01(\x05\x12\x19\n\x11memory_free_bytes\x18\x03 \x01(\x03\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"A\n\x08ModelRef\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x05\x12\x10\n\x08location\x18\x03 \x01(\t\"\x90\x01\n\x0bModelStatus\x12,\n\x05model\x18\x01 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\x12.\n\x05state\x18\x02 \x01(\x0e\x32\x1f.serval.inference.v1.ModelState\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\"\xcf\x01\n\nWorkResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x39\n\ttranslate\x18\n \x01(\x0b\x32$.serval.inference.v1.TranslateOutputH\x00\x12\x36\n\nword_graph\x18\x0b \x01(\x0b\x32 .serval.translation.v1.WordGraphH\x00\x12/\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x1e.serval.inference.v1.WorkErrorH\x00\x42\t\n\x07outcome\"L\n\x0fTranslateOutput\x12\x39\n\x07results\x18\x01 \x03(\x0b\x32(.serval.translation.v1.TranslationResult\"N\n\tWorkError\x12\x30\n\x04\x63ode\x18\x01 \x01(\x0e\x32\".serval.inference.v1.WorkErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x19\n\x07Goodbye\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xf5\x02\n\nApiMessage\x12/\n\x07welcome\x18\x01 \x01(\x0b\x32\x1c.serval.inference.v1.WelcomeH\x00\x12\x33\n\trejection\x18\x02 \x01(\x0b\x32\x1e.serval.inference.v1.RejectionH\x00\x12-\n\x04work\x18\x03 \x01(\x0b\x32\x1d.serval.inference.v1.WorkItemH\x00\x12\x34\n\nload_model\x18\x04 \x01(\x0b\x32\x1e.serval.inference.v1.LoadModelH\x00\x12\x38\n\x0cunload_model\x18\x05 \x01(\x0b\x32 .serval.inference.v1.UnloadModelH\x00\x12+\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x1a.serval.inference.v1.DrainH\x00\x12-\n\x06\x63\x61ncel\x18\x07 \x01(\x0b\x32\x1b.serval.inference.v1.CancelH\x00\x42\x06\n\x04\x62ody\"o\n\x07Welcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x17\n\x0f\x61pi_instance_id\x18\x03 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x04 \x01(\x05\"w\n\tRejection\x12\x34\n\x06reason\x18\x01 \x01(\x0e\x32$.serval.inference.v1.RejectionReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12#\n\x1bsupported_protocol_versions\x18\x03 \x03(\r\"\xf6\x01\n\x08WorkItem\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x05model\x18\x03 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\x12\x35\n\ttranslate\x18\n \x01(\x0b\x32 .serval.inference.v1.TranslateOpH\x00\x12\x36\n\nword_graph\x18\x0b \x01(\x0b\x32 .serval.inference.v1.WordGraphOpH\x00\x42\x0b\n\toperation\"r\n\x0bTranslateOp\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\t\n\x01n\x18\x02 \x01(\x05\x12\x17\n\x0fsource_language\x18\x03 \x01(\t\x12\x17\n\x0ftarget_language\x18\x04 \x01(\t\x12\x15\n\rtarget_prefix\x18\x05 \x01(\t\"P\n\x0bWordGraphOp\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x17\n\x0fsource_language\x18\x02 \x01(\t\x12\x17\n\x0ftarget_language\x18\x03 \x01(\t\"9\n\tLoadModel\x12,\n\x05model\x18\x01 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\";\n\x0bUnloadModel\x12,\n\x05model\x18\x01 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\"\x17\n\x05\x44rain\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x1c\n\x06\x43\x61ncel\x12\x12\n\nrequest_id\x18\x01 \x01(\t*K\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n\x12PROTOCOL_VERSION_1\x10\x01*\x8b\x01\n\nModelState\x12\x1b\n\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13MODEL_STATE_LOADING\x10\x01\x12\x15\n\x11MODEL_STATE_READY\x10\x02\x12\x16\n\x12MODEL_STATE_FAILED\x10\x03\x12\x18\n\x14MODEL_STATE_UNLOADED\x10\x04*\x80\x02\n\rWorkErrorCode\x12\x1f\n\x1bWORK_ERROR_CODE_UNSPECIFIED\x10\x00\x12$\n WORK_ERROR_CODE_INVALID_ARGUMENT\x10\x01\x12%\n!WORK_ERROR_CODE_MODEL_UNAVAILABLE\x10\x02\x12%\n!WORK_ERROR_CODE_DEADLINE_EXCEEDED\x10\x03\x12\x1e\n\x1aWORK_ERROR_CODE_OVERLOADED\x10\x04\x12\x1c\n\x18WORK_ERROR_CODE_CANCELED\x10\x05\x12\x1c\n\x18WORK_ERROR_CODE_INTERNAL\x10\x06*\x9f\x01\n\x0fRejectionReason\x12 \n\x1cREJECTION_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1aREJECTION_REASON_BAD_TOKEN\x10\x01\x12*\n&REJECTION_REASON_INCOMPATIBLE_PROTOCOL\x10\x02\x12\x1e\n\x1aREJECTION_REASON_BAD_HELLO\x10\x03\x32\x64\n\x10InferenceNodeApi\x12P\n\x07\x43onnect\x12 .serval.inference.v1.NodeMessage\x1a\x1f.serval.inference.v1.ApiMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eserval/inference/v1/node.proto\x12\x13serval.inference.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"serval/translation/v1/engine.proto\"\x95\x02\n\x0bNodeMessage\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.serval.inference.v1.HelloH\x00\x12\x33\n\theartbeat\x18\x02 \x01(\x0b\x32\x1e.serval.inference.v1.HeartbeatH\x00\x12\x31\n\x06result\x18\x03 \x01(\x0b\x32\x1f.serval.inference.v1.WorkResultH\x00\x12\x38\n\x0cmodel_status\x18\x04 \x01(\x0b\x32 .serval.inference.v1.ModelStatusH\x00\x12/\n\x07goodbye\x18\x05 \x01(\x0b\x32\x1c.serval.inference.v1.GoodbyeH\x00\x42\x06\n\x04\x62ody\"\xc3\x01\n\x05Hello\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12/\n\x06\x64\x65vice\x18\x03 \x01(\x0b\x32\x1f.serval.inference.v1.DeviceInfo\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12\x30\n\x06models\x18\x05 \x03(\x0b\x32 .serval.inference.v1.ModelStatus\x12\x18\n\x10software_version\x18\x06 \x01(\t\"\x84\x01\n\nDeviceInfo\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x14\n\x0c\x63ompute_type\x18\x04 \x01(\t\x12\x1a\n\x12memory_total_bytes\x18\x05 \x01(\x03\x12\x19\n\x11memory_free_bytes\x18\x06 \x01(\x03\"y\n\tHeartbeat\x12+\n\x07sent_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nfree_slots\x18\x02 \x01(\x05\x12\x19\n\x11memory_free_bytes\x18\x03 \x01(\x03\x12\x10\n\x08\x64raining\x18\x04 \x01(\x08\"A\n\x08ModelRef\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x05\x12\x10\n\x08location\x18\x03 \x01(\t\"\x90\x01\n\x0bModelStatus\x12,\n\x05model\x18\x01 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\x12.\n\x05state\x18\x02 \x01(\x0e\x32\x1f.serval.inference.v1.ModelState\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\"\xcf\x01\n\nWorkResult\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x39\n\ttranslate\x18\n \x01(\x0b\x32$.serval.inference.v1.TranslateOutputH\x00\x12\x36\n\nword_graph\x18\x0b \x01(\x0b\x32 .serval.translation.v1.WordGraphH\x00\x12/\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x1e.serval.inference.v1.WorkErrorH\x00\x42\t\n\x07outcome\"L\n\x0fTranslateOutput\x12\x39\n\x07results\x18\x01 \x03(\x0b\x32(.serval.translation.v1.TranslationResult\"N\n\tWorkError\x12\x30\n\x04\x63ode\x18\x01 \x01(\x0e\x32\".serval.inference.v1.WorkErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x19\n\x07Goodbye\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xa6\x03\n\nApiMessage\x12/\n\x07welcome\x18\x01 \x01(\x0b\x32\x1c.serval.inference.v1.WelcomeH\x00\x12\x33\n\trejection\x18\x02 \x01(\x0b\x32\x1e.serval.inference.v1.RejectionH\x00\x12-\n\x04work\x18\x03 \x01(\x0b\x32\x1d.serval.inference.v1.WorkItemH\x00\x12\x34\n\nload_model\x18\x04 \x01(\x0b\x32\x1e.serval.inference.v1.LoadModelH\x00\x12\x38\n\x0cunload_model\x18\x05 \x01(\x0b\x32 .serval.inference.v1.UnloadModelH\x00\x12+\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x1a.serval.inference.v1.DrainH\x00\x12-\n\x06\x63\x61ncel\x18\x07 \x01(\x0b\x32\x1b.serval.inference.v1.CancelH\x00\x12/\n\x07undrain\x18\x08 \x01(\x0b\x32\x1c.serval.inference.v1.UndrainH\x00\x42\x06\n\x04\x62ody\"o\n\x07Welcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x17\n\x0f\x61pi_instance_id\x18\x03 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x04 \x01(\x05\"w\n\tRejection\x12\x34\n\x06reason\x18\x01 \x01(\x0e\x32$.serval.inference.v1.RejectionReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12#\n\x1bsupported_protocol_versions\x18\x03 \x03(\r\"\xf6\x01\n\x08WorkItem\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x05model\x18\x03 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\x12\x35\n\ttranslate\x18\n \x01(\x0b\x32 .serval.inference.v1.TranslateOpH\x00\x12\x36\n\nword_graph\x18\x0b \x01(\x0b\x32 .serval.inference.v1.WordGraphOpH\x00\x42\x0b\n\toperation\"r\n\x0bTranslateOp\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\t\n\x01n\x18\x02 \x01(\x05\x12\x17\n\x0fsource_language\x18\x03 \x01(\t\x12\x17\n\x0ftarget_language\x18\x04 \x01(\t\x12\x15\n\rtarget_prefix\x18\x05 \x01(\t\"P\n\x0bWordGraphOp\x12\x0f\n\x07segment\x18\x01 \x01(\t\x12\x17\n\x0fsource_language\x18\x02 \x01(\t\x12\x17\n\x0ftarget_language\x18\x03 \x01(\t\"9\n\tLoadModel\x12,\n\x05model\x18\x01 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\";\n\x0bUnloadModel\x12,\n\x05model\x18\x01 \x01(\x0b\x32\x1d.serval.inference.v1.ModelRef\"\x17\n\x05\x44rain\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\t\n\x07Undrain\"\x1c\n\x06\x43\x61ncel\x12\x12\n\nrequest_id\x18\x01 \x01(\t*K\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n\x12PROTOCOL_VERSION_1\x10\x01*\x8b\x01\n\nModelState\x12\x1b\n\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13MODEL_STATE_LOADING\x10\x01\x12\x15\n\x11MODEL_STATE_READY\x10\x02\x12\x16\n\x12MODEL_STATE_FAILED\x10\x03\x12\x18\n\x14MODEL_STATE_UNLOADED\x10\x04*\x80\x02\n\rWorkErrorCode\x12\x1f\n\x1bWORK_ERROR_CODE_UNSPECIFIED\x10\x00\x12$\n WORK_ERROR_CODE_INVALID_ARGUMENT\x10\x01\x12%\n!WORK_ERROR_CODE_MODEL_UNAVAILABLE\x10\x02\x12%\n!WORK_ERROR_CODE_DEADLINE_EXCEEDED\x10\x03\x12\x1e\n\x1aWORK_ERROR_CODE_OVERLOADED\x10\x04\x12\x1c\n\x18WORK_ERROR_CODE_CANCELED\x10\x05\x12\x1c\n\x18WORK_ERROR_CODE_INTERNAL\x10\x06*\x9f\x01\n\x0fRejectionReason\x12 \n\x1cREJECTION_REASON_UNSPECIFIED\x10\x00\x12\x1e\n\x1aREJECTION_REASON_BAD_TOKEN\x10\x01\x12*\n&REJECTION_REASON_INCOMPATIBLE_PROTOCOL\x10\x02\x12\x1e\n\x1aREJECTION_REASON_BAD_HELLO\x10\x03\x32\x64\n\x10InferenceNodeApi\x12P\n\x07\x43onnect\x12 .serval.inference.v1.NodeMessage\x1a\x1f.serval.inference.v1.ApiMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'serval.inference.v1.node_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PROTOCOLVERSION']._serialized_start=2701
-  _globals['_PROTOCOLVERSION']._serialized_end=2776
-  _globals['_MODELSTATE']._serialized_start=2779
-  _globals['_MODELSTATE']._serialized_end=2918
-  _globals['_WORKERRORCODE']._serialized_start=2921
-  _globals['_WORKERRORCODE']._serialized_end=3177
-  _globals['_REJECTIONREASON']._serialized_start=3180
-  _globals['_REJECTIONREASON']._serialized_end=3339
+  _globals['_PROTOCOLVERSION']._serialized_start=2761
+  _globals['_PROTOCOLVERSION']._serialized_end=2836
+  _globals['_MODELSTATE']._serialized_start=2839
+  _globals['_MODELSTATE']._serialized_end=2978
+  _globals['_WORKERRORCODE']._serialized_start=2981
+  _globals['_WORKERRORCODE']._serialized_end=3237
+  _globals['_REJECTIONREASON']._serialized_start=3240
+  _globals['_REJECTIONREASON']._serialized_end=3399
   _globals['_NODEMESSAGE']._serialized_start=125
   _globals['_NODEMESSAGE']._serialized_end=402
   _globals['_HELLO']._serialized_start=405
@@ -62,25 +62,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GOODBYE']._serialized_start=1442
   _globals['_GOODBYE']._serialized_end=1467
   _globals['_APIMESSAGE']._serialized_start=1470
-  _globals['_APIMESSAGE']._serialized_end=1843
-  _globals['_WELCOME']._serialized_start=1845
-  _globals['_WELCOME']._serialized_end=1956
-  _globals['_REJECTION']._serialized_start=1958
-  _globals['_REJECTION']._serialized_end=2077
-  _globals['_WORKITEM']._serialized_start=2080
-  _globals['_WORKITEM']._serialized_end=2326
-  _globals['_TRANSLATEOP']._serialized_start=2328
-  _globals['_TRANSLATEOP']._serialized_end=2442
-  _globals['_WORDGRAPHOP']._serialized_start=2444
-  _globals['_WORDGRAPHOP']._serialized_end=2524
-  _globals['_LOADMODEL']._serialized_start=2526
-  _globals['_LOADMODEL']._serialized_end=2583
-  _globals['_UNLOADMODEL']._serialized_start=2585
-  _globals['_UNLOADMODEL']._serialized_end=2644
-  _globals['_DRAIN']._serialized_start=2646
-  _globals['_DRAIN']._serialized_end=2669
-  _globals['_CANCEL']._serialized_start=2671
-  _globals['_CANCEL']._serialized_end=2699
-  _globals['_INFERENCENODEAPI']._serialized_start=3341
-  _globals['_INFERENCENODEAPI']._serialized_end=3441
+  _globals['_APIMESSAGE']._serialized_end=1892
+  _globals['_WELCOME']._serialized_start=1894
+  _globals['_WELCOME']._serialized_end=2005
+  _globals['_REJECTION']._serialized_start=2007
+  _globals['_REJECTION']._serialized_end=2126
+  _globals['_WORKITEM']._serialized_start=2129
+  _globals['_WORKITEM']._serialized_end=2375
+  _globals['_TRANSLATEOP']._serialized_start=2377
+  _globals['_TRANSLATEOP']._serialized_end=2491
+  _globals['_WORDGRAPHOP']._serialized_start=2493
+  _globals['_WORDGRAPHOP']._serialized_end=2573
+  _globals['_LOADMODEL']._serialized_start=2575
+  _globals['_LOADMODEL']._serialized_end=2632
+  _globals['_UNLOADMODEL']._serialized_start=2634
+  _globals['_UNLOADMODEL']._serialized_end=2693
+  _globals['_DRAIN']._serialized_start=2695
+  _globals['_DRAIN']._serialized_end=2718
+  _globals['_UNDRAIN']._serialized_start=2720
+  _globals['_UNDRAIN']._serialized_end=2729
+  _globals['_CANCEL']._serialized_start=2731
+  _globals['_CANCEL']._serialized_end=2759
+  _globals['_INFERENCENODEAPI']._serialized_start=3401
+  _globals['_INFERENCENODEAPI']._serialized_end=3501
 # @@protoc_insertion_point(module_scope)

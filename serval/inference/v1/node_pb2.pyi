@@ -172,7 +172,7 @@ class Goodbye(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class ApiMessage(_message.Message):
-    __slots__ = ("welcome", "rejection", "work", "load_model", "unload_model", "drain", "cancel")
+    __slots__ = ("welcome", "rejection", "work", "load_model", "unload_model", "drain", "cancel", "undrain")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     REJECTION_FIELD_NUMBER: _ClassVar[int]
     WORK_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +180,7 @@ class ApiMessage(_message.Message):
     UNLOAD_MODEL_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    UNDRAIN_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     rejection: Rejection
     work: WorkItem
@@ -187,7 +188,8 @@ class ApiMessage(_message.Message):
     unload_model: UnloadModel
     drain: Drain
     cancel: Cancel
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ..., work: _Optional[_Union[WorkItem, _Mapping]] = ..., load_model: _Optional[_Union[LoadModel, _Mapping]] = ..., unload_model: _Optional[_Union[UnloadModel, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ...) -> None: ...
+    undrain: Undrain
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ..., work: _Optional[_Union[WorkItem, _Mapping]] = ..., load_model: _Optional[_Union[LoadModel, _Mapping]] = ..., unload_model: _Optional[_Union[UnloadModel, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., undrain: _Optional[_Union[Undrain, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("protocol_version", "session_id", "api_instance_id", "heartbeat_interval_ms")
@@ -266,6 +268,10 @@ class Drain(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class Undrain(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("request_id",)
