@@ -16,10 +16,15 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(BIN)/serval demo
 
-# The whole suite twice: on SQLite, then on a private throwaway PostgreSQL cluster (scripts/postgres.sh).
+# The whole suite on SQLite and, at the same time, the tests that use a database again on a private
+# throwaway PostgreSQL cluster (scripts/postgres.sh); the PostgreSQL pass's output follows the SQLite one's.
 test: lint
-	$(BIN)/python -m pytest -q
-	scripts/postgres.sh run $(BIN)/python -m pytest -q
+	@mkdir -p .serval
+	@scripts/postgres.sh run $(BIN)/python -m pytest -q -p no:cacheprovider >.serval/postgres-pass.log 2>&1 & pg=$$!; \
+	$(BIN)/python -m pytest -q; sqlite=$$?; \
+	wait $$pg; postgres=$$?; \
+	echo "--- the PostgreSQL pass (exit $$postgres) ---"; cat .serval/postgres-pass.log; \
+	test $$sqlite -eq 0 -a $$postgres -eq 0
 
 lint: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py --check
