@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = node_pb2.PROTOCOL_VERSION_1
 VERSION = "0.1.0"
+REDIAL_MAX_S = 5.0
+"""The longest pause between redials (before jitter): a restarted API replica gets its nodes back
+within seconds, and a dial attempt costs the API service next to nothing."""
 
 
 class NodeRejected(Exception):
@@ -258,7 +261,7 @@ class ApiLink:
             if self.registered:
                 backoff = 0.5  # the session that just ended was welcomed: a new outage starts afresh
             delay = backoff * random.uniform(0.5, 1.5)
-            backoff = min(backoff * 2, 30.0)
+            backoff = min(backoff * 2, REDIAL_MAX_S)
             await asyncio.sleep(delay)
 
     async def _session(self) -> None:

@@ -299,11 +299,13 @@ async def watch_build(
     while True:
         changed = services.changes.event(engine_key(engine_id) if followed is None else build_key(followed))
         async with services.db.session() as s:
-            engine = await owned_engine(s, caller, engine_id)
             if followed is None:
                 build = await _running_build(s, engine_id)
             else:
                 build = await s.get(Build, followed) if limits.can_be_id(followed) else None
+            # The engine after the build: under READ COMMITTED each statement sees what was committed
+            # before it began, so a completed build is never paired with the revision before it.
+            engine = await owned_engine(s, caller, engine_id)
         if build is None or build.engine_id != engine_id:
             what = (
                 f"build {limits.shown(followed)}"
