@@ -38,15 +38,13 @@ class Fleet:
 
     async def drain(self, node_id: str, reason: str) -> None:
         for session in self._of(node_id):
-            session.draining = True
-            session.send(node_pb2.ApiMessage(drain=node_pb2.Drain(reason=reason)))
+            session.order_drain(True, reason)
         log.info("node drained by an admin", extra={"node_id": node_id, "reason": reason})
         await self.registry.notify()
 
     async def undrain(self, node_id: str) -> None:
         for session in self._of(node_id):
-            session.draining = False
-            session.send(node_pb2.ApiMessage(undrain=node_pb2.Undrain()))
+            session.order_drain(False)
         log.info("node undrained by an admin", extra={"node_id": node_id})
         await self.registry.notify()
 

@@ -123,8 +123,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         if self.records is not None:
             drained = await self.records.opened(session, self.instance_id)
             if drained is not None:
-                session.draining = True
-                session.send(node_pb2.ApiMessage(drain=node_pb2.Drain(reason=drained)))
+                session.order_drain(True, drained)
         await self.registry.add(session)
         writer = asyncio.create_task(self._write_loop(session, context))
         reader = asyncio.create_task(self._read_loop(session, context))
@@ -176,8 +175,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 session.last_heartbeat_at = datetime.now(UTC)
                 session.reported_free_slots = max(0, min(beat.free_slots, session.slots))
                 session.memory_free_bytes = max(0, beat.memory_free_bytes)
-                if beat.draining != session.draining:
-                    session.draining = beat.draining
+                if session.heard_draining(beat.draining):
                     await self.registry.notify()
             elif kind == "goodbye":
                 return f"goodbye: {message.goodbye.reason}"

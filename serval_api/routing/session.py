@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 from serval.inference.v1 import node_pb2
 from serval_api.routing.work import ModelKey
 
+DRAIN_ORDER_HOLD_S = 5.0
+"""How long heartbeats contradicting an admin's drain or undrain are ignored (sent before the node heard)."""
+
 
 class NodeGone(Exception):
     """The node session ended while work was outstanding on it."""
@@ -40,6 +43,9 @@ class NodeSession:
     """What more models may take on the node, as it last reported; 0 = unknown."""
     draining: bool = False
     closed: bool = False
+    _drain_order: tuple[bool, float] | None = field(default=None, repr=False)
+    """An admin's drain (True) or undrain (False) the node has not yet confirmed, and until when
+    heartbeats saying otherwise are taken as sent before the node heard of it."""
     kicked: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     kick_reason: str = ""
 
@@ -56,6 +62,24 @@ class NodeSession:
         if self.reported_free_slots is None:
             return len(self.pending)
         return max(len(self.pending), self.slots - self.reported_free_slots)
+
+    def order_drain(self, draining: bool, reason: str = "") -> None:
+        """Drain (or undrain) the node: routing here follows at once, and the node is told."""
+        self.draining = draining
+        self._drain_order = (draining, time.monotonic() + DRAIN_ORDER_HOLD_S)
+        body = node_pb2.ApiMessage(drain=node_pb2.Drain(reason=reason)) if draining else None
+        self.send(body or node_pb2.ApiMessage(undrain=node_pb2.Undrain()))
+
+    def heard_draining(self, draining: bool) -> bool:
+        """The node's heartbeat says whether it is draining; whether routing state changed."""
+        if self._drain_order is not None:
+            ordered, until = self._drain_order
+            if draining != ordered and time.monotonic() < until:
+                return False
+            self._drain_order = None
+        changed = draining != self.draining
+        self.draining = draining
+        return changed
 
     def kick(self, reason: str) -> None:
         """End the session from this side (e.g. its node token was revoked)."""

@@ -177,8 +177,10 @@ def test_drain_holds_across_reconnects_until_undrained(
         node.ready(f"models/{built}/1")
         drained = admin.post("/admin/nodes/gpu-1/drain", json={"reason": "driver update"})
         assert drained.status_code == 200, drained.text
-        assert node.expect("drain").reason == "driver update"
         assert drained.json()["status"] == "draining" and drained.json()["drainReason"] == "driver update"
+        time.sleep(0.3)  # heartbeats sent before the node reads the Drain still say "not draining"
+        assert nodes_by_id(admin)["gpu-1"]["status"] == "draining", "the drain holds until the node hears"
+        assert node.expect("drain").reason == "driver update"
         with api.client() as client:
             refused = client.post(translate, json="a verse", params={"timeout": 1})
         assert refused.status_code == 503, "the only node is drained: no work is routed to it"
