@@ -70,7 +70,7 @@ class Fleet:
             )
         return held
 
-    async def disconnect_tokens(self, token_ids: set[str]) -> int:
+    def disconnect_tokens(self, token_ids: set[str]) -> int:
         """End every session opened with one of `token_ids`; how many were ended."""
         ended = 0
         for session in self.registry.sessions():
@@ -97,7 +97,7 @@ class Fleet:
                 log.warning("could not check node tokens", extra={"error": str(exc)})
                 continue
             if gone:
-                await self.disconnect_tokens(gone)
+                self.disconnect_tokens(gone)
 
     def _of(self, node_id: str) -> list[NodeSession]:
         return [s for s in self.registry.sessions() if s.node_id == node_id]

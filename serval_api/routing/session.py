@@ -67,8 +67,10 @@ class NodeSession:
         """Drain (or undrain) the node: routing here follows at once, and the node is told."""
         self.draining = draining
         self._drain_order = (draining, time.monotonic() + DRAIN_ORDER_HOLD_S)
-        body = node_pb2.ApiMessage(drain=node_pb2.Drain(reason=reason)) if draining else None
-        self.send(body or node_pb2.ApiMessage(undrain=node_pb2.Undrain()))
+        if draining:
+            self.send(node_pb2.ApiMessage(drain=node_pb2.Drain(reason=reason)))
+        else:
+            self.send(node_pb2.ApiMessage(undrain=node_pb2.Undrain()))
 
     def heard_draining(self, draining: bool) -> bool:
         """The node's heartbeat says whether it is draining; whether routing state changed."""

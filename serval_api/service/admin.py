@@ -111,7 +111,7 @@ async def revoke_node_token(services: Services, caller: Caller, token_id: str) -
     caller.require(ADMIN)
     await keys.revoke_node_token(services.db, token_id)
     if services.fleet is not None:
-        await services.fleet.disconnect_tokens({token_id})
+        services.fleet.disconnect_tokens({token_id})
 
 
 async def list_nodes(services: Services, caller: Caller) -> list[NodeView]:

@@ -4,7 +4,6 @@ controls the fleet, and revoking a node's token stops that node."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from tests.api.conftest import RunningApi, create_engine
 from tests.e2e.test_hot_swap import publish_and_complete
 from tests.e2e.test_node_failover import start_node
 from tests.e2e.test_translate_path import VERSE
+from tests.helpers import Load
 
 CLIENTS = 3
 REQUESTS = 150
@@ -66,30 +66,21 @@ def test_draining_the_serving_node_under_load_fails_no_request(
             and f"{engine_id}/1 ready" in listed.output
         )
 
-        sent = 0
-        lock = threading.Lock()
+        clients = [api.client() for _ in range(CLIENTS)]
         statuses: list[int] = []
 
-        def run_client() -> None:
-            nonlocal sent
-            with api.client() as own:
-                while True:
-                    with lock:
-                        if sent >= REQUESTS:
-                            return
-                        sent += 1
-                    statuses.append(own.post(url, json=VERSE, timeout=60).status_code)
+        def send(thread: int, _index: int) -> None:
+            statuses.append(clients[thread].post(url, json=VERSE, timeout=60).status_code)
 
-        threads = [threading.Thread(target=run_client) for _ in range(CLIENTS)]
-        for thread in threads:
-            thread.start()
+        load = Load(send, total=REQUESTS, threads=CLIENTS).start()
         while len(statuses) < REQUESTS // 3:
             time.sleep(0.01)
         drained_at = time.monotonic()
         drained = runner.invoke(app, ["admin", "nodes", "drain", serving, "--reason", "maintenance", *cli])
         assert drained.exit_code == 0, drained.output
-        for thread in threads:
-            thread.join(120)
+        load.join(120)
+        for own in clients:
+            own.close()
         failed = [status for status in statuses if status != 200]
         print(
             f"drain under load: {len(statuses)} requests, {len(failed)} failed, "
