@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from serval_common.store import ModelStore, StoreError
+from serval_common.store import ModelStore, ObjectMissing, StoreError, StoreUnavailable, error_chain
 
 MANIFEST = "manifest.json"
 
@@ -78,84 +78,17 @@ class ChecksumMismatch(ManifestError):
         self.key = key
 
 
-_MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchBucket"})
-_TRANSIENT_CODES = frozenset(
-    {
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "SlowDown",
-        "Throttling",
-        "ThrottlingException",
-        "TooManyRequests",
-        "InternalError",
-        "ServiceUnavailable",
-        "503",
-        "500",
-        "502",
-        "504",
-    }
-)
-
-
-def _causes(exc: BaseException) -> list[BaseException]:
-    """`exc` and everything it was raised from or during, outermost first."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-def _client_error(exc: BaseException) -> tuple[str, int] | None:
-    """(error code, HTTP status) of a botocore ClientError, None for anything else."""
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict) or "Error" not in response:
-        return None
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    return code, status
-
-
 def store_object_missing(exc: BaseException) -> bool:
     """Whether a store failure means the object is not there (as opposed to unreachable)."""
-    for cause in _causes(exc):
-        if isinstance(cause, FileNotFoundError):
-            return True
-        error = _client_error(cause)
-        if error is not None and (error[0] in _MISSING_CODES or error[1] == 404):
-            return True
-    return False
+    return any(isinstance(c, (ObjectMissing, FileNotFoundError)) for c in error_chain(exc))
 
 
 def store_unavailable(exc: BaseException) -> bool:
-    """Whether a failure is the model store being unreachable or overloaded for now (connection
-    refused or dropped, timeouts, throttling, 5xx): worth retrying later, unlike a missing object,
-    refused access or a file that fails verification."""
+    """Whether a failure is the model store being unreachable or overloaded for now: worth
+    retrying later, unlike a missing object, refused access or a file that fails verification."""
     if isinstance(exc, ChecksumMismatch) or store_object_missing(exc):
         return False
-    try:
-        from boto3.exceptions import RetriesExceededError
-        from botocore.exceptions import ConnectionError as BotoConnectionError
-        from botocore.exceptions import HTTPClientError, IncompleteReadError
-        from s3transfer.exceptions import RetriesExceededError as TransferRetriesExceededError
-
-        transient: tuple[type[BaseException], ...] = (
-            BotoConnectionError,
-            HTTPClientError,
-            IncompleteReadError,
-            RetriesExceededError,
-            TransferRetriesExceededError,
-        )
-    except ImportError:  # pragma: no cover - boto3 is a core dependency
-        transient = ()
-    for cause in _causes(exc):
-        if isinstance(cause, (ConnectionError, TimeoutError, *transient)):
-            return True
-        error = _client_error(cause)
-        if error is not None and (error[0] in _TRANSIENT_CODES or error[1] >= 500 or error[1] == 429):
-            return True
-    return False
+    return any(isinstance(c, (StoreUnavailable, ConnectionError, TimeoutError)) for c in error_chain(exc))
 
 
 def sha256_file(path: Path) -> str:

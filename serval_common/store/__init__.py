@@ -1,5 +1,21 @@
 """The model store: base models, model revisions and build files, in a local folder or S3."""
 
-from serval_common.store.base import ModelStore, StoreError, open_store, store_from_settings
+from serval_common.store.base import (
+    ModelStore,
+    ObjectMissing,
+    StoreError,
+    StoreUnavailable,
+    error_chain,
+    open_store,
+    store_from_settings,
+)
 
-__all__ = ["ModelStore", "StoreError", "open_store", "store_from_settings"]
+__all__ = [
+    "ModelStore",
+    "ObjectMissing",
+    "StoreError",
+    "StoreUnavailable",
+    "error_chain",
+    "open_store",
+    "store_from_settings",
+]

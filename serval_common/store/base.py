@@ -15,6 +15,25 @@ class StoreError(Exception):
     """A model store object is missing, unreadable or could not be written."""
 
 
+def error_chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and everything it was raised from or during, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+class ObjectMissing(StoreError):
+    """The object is not in the store."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached or was overloaded (refused or dropped connections, timeouts,
+    throttling, 5xx): trying again later may succeed."""
+
+
 class ModelStore(ABC):
     """Keys are POSIX paths relative to the store root (`models/{engineId}/{revision}/model.bin`)."""
 

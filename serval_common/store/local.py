@@ -6,7 +6,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from serval_common.store.base import ModelStore, StoreError
+from serval_common.store.base import ModelStore, ObjectMissing, StoreError
 
 
 class LocalStore(ModelStore):
@@ -27,7 +27,7 @@ class LocalStore(ModelStore):
         try:
             return self._path(key).read_bytes()
         except FileNotFoundError as exc:
-            raise StoreError(f"{key} is not in the model store {self.url}") from exc
+            raise ObjectMissing(f"{key} is not in the model store {self.url}") from exc
 
     def write_bytes(self, key: str, data: bytes) -> None:
         path = self._path(key)
@@ -47,13 +47,13 @@ class LocalStore(ModelStore):
         try:
             shutil.copyfile(self._path(key), target)
         except FileNotFoundError as exc:
-            raise StoreError(f"{key} is not in the model store {self.url}") from exc
+            raise ObjectMissing(f"{key} is not in the model store {self.url}") from exc
 
     def iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         try:
             fh = self._path(key).open("rb")
         except FileNotFoundError as exc:
-            raise StoreError(f"{key} is not in the model store {self.url}") from exc
+            raise ObjectMissing(f"{key} is not in the model store {self.url}") from exc
         with fh:
             yield from iter(lambda: fh.read(chunk_size), b"")
 

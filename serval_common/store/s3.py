@@ -7,10 +7,11 @@ from typing import Any
 import boto3
 from boto3.exceptions import S3TransferFailedError
 from boto3.s3.transfer import TransferConfig
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, IncompleteReadError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 from s3transfer.exceptions import RetriesExceededError
 
-from serval_common.store.base import ModelStore, StoreError
+from serval_common.store.base import ModelStore, ObjectMissing, StoreError, StoreUnavailable, error_chain
 
 # Large model files move in parallel ranged parts of 16 MiB.
 TRANSFER = TransferConfig(multipart_threshold=16 << 20, multipart_chunksize=16 << 20, max_concurrency=8)
@@ -46,7 +47,12 @@ class S3Store(ModelStore):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _fail(self, action: str, key: str, exc: Exception) -> StoreError:
-        return StoreError(f"could not {action} {key} in {self.url}: {exc}")
+        message = f"could not {action} {key} in {self.url}: {exc}"
+        if _missing(exc):
+            return ObjectMissing(message)
+        if _transient(exc):
+            return StoreUnavailable(message)
+        return StoreError(message)
 
     def read_bytes(self, key: str) -> bytes:
         try:
@@ -112,3 +118,51 @@ class S3Store(ModelStore):
         for start in range(0, len(keys), 1000):
             batch = [{"Key": key} for key in keys[start : start + 1000]]
             self._client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch})
+
+
+_MISSING_CODES = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchBucket"})
+_TRANSIENT_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequests",
+        "InternalError",
+        "ServiceUnavailable",
+    }
+)
+_TRANSIENT_ERRORS = (
+    BotoConnectionError,
+    HTTPClientError,
+    IncompleteReadError,
+    RetriesExceededError,
+    S3TransferFailedError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def _client_error(exc: BaseException) -> tuple[str, int] | None:
+    """(error code, HTTP status) of a botocore ClientError, None for anything else."""
+    if not isinstance(exc, ClientError):
+        return None
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return code, status
+
+
+def _missing(exc: BaseException) -> bool:
+    errors = [_client_error(cause) for cause in error_chain(exc)]
+    return any(e is not None and (e[0] in _MISSING_CODES or e[1] == 404) for e in errors)
+
+
+def _transient(exc: BaseException) -> bool:
+    for cause in error_chain(exc):
+        if isinstance(cause, _TRANSIENT_ERRORS):
+            return True
+        error = _client_error(cause)
+        if error is not None and (error[0] in _TRANSIENT_CODES or error[1] >= 500 or error[1] == 429):
+            return True
+    return False
