@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[api,node,jobs,clearml,dev]'
+	$(BIN)/python -m pip install -q -e '.[api,node,jobs,clearml,dev,bench]'
 	touch $@
 
 demo: $(VENV)/.installed
@@ -44,8 +44,9 @@ docs: $(VENV)/.installed
 migration: $(VENV)/.installed
 	$(BIN)/python -m serval_api.db.migrations.regenerate "$(MESSAGE)"
 
+# The serving benchmark (bench/README.md): every scenario, one table per model, bench/results/serving.json.
 bench: $(VENV)/.installed
-	$(BIN)/python bench/translate_path.py
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .serval

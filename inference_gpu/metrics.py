@@ -54,6 +54,12 @@ class NodeMetrics:
             buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
             registry=r,
         )
+        self.fetch_time = Histogram(
+            "serval_node_model_fetch_seconds",
+            "Time to download and check a model revision's files (part of the load time).",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
         self.cache_hits = Counter(
             "serval_node_model_cache_hits", "Requests for a model revision already loaded.", registry=r
         )

@@ -142,6 +142,9 @@ class ModelManager:
         started = time.perf_counter()
         try:
             manifest, folder = await self._fetch(ref, stop)
+            fetch_s = time.perf_counter() - started
+            if self.metrics is not None:
+                self.metrics.fetch_time.observe(fetch_s)
             size = await asyncio.to_thread(_folder_size, folder)
             await self._make_room(ref.location, size)
             self._sizes[ref.location] = size
@@ -167,7 +170,10 @@ class ModelManager:
             model.batcher.on_result = self.metrics.observe_batch
             self.metrics.load_time.observe(load_s)
             self.metrics.revisions_loaded.set(len(self._models))
-        log.info("model ready", extra={"model": ref.location, "load_s": round(load_s, 3)})
+        log.info(
+            "model ready",
+            extra={"model": ref.location, "load_s": round(load_s, 3), "fetch_s": round(fetch_s, 3)},
+        )
         self._announce(ref, node_pb2.MODEL_STATE_READY, size_bytes=model.size_bytes)
         return model
 

@@ -39,6 +39,13 @@ class ApiSettings(BaseModel):
     max_segment_chars: int = 2000
     max_n_best: int = 20
     max_queued_requests: int = 1000
+    lookup_cache_s: float = Field(
+        default=1.0,
+        description="How long the translate path reuses an API key's or engine's record instead of reading "
+        "the database on every request. Changes made through any replica are seen at once (on PostgreSQL "
+        "through its notifications); a change written to the database by other means, such as "
+        "`serval admin api-key revoke`, within this many seconds. 0 = read every time.",
+    )
     spread_load_fraction: float = Field(
         default=0.5,
         description="When every node holding a model revision is this busy (in-flight work over its slots), "
@@ -94,7 +101,11 @@ class NodeSettings(BaseModel):
     slots: int = 64
     cache_dir: Path | None = None
     max_batch_size: int = 32
-    max_batch_wait_ms: float = 3.0
+    max_batch_wait_ms: float = Field(
+        default=100.0,
+        description="The most a request waits for others to join its batch; it waits 5% of what a lone "
+        "request takes the model, up to this (see inference_gpu/batcher.py).",
+    )
     beam_size: int = 4
     max_input_tokens: int = 256
     max_decoding_length: int = 256

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,16 +122,69 @@ def test_close_fails_queued_requests_and_drain_answers_them(
     backend: CTranslate2Backend, requests: list[TranslateRequest]
 ) -> None:
     async def run(drain: bool) -> list[list[Hypothesis] | BaseException]:
-        batcher: Batcher = MicroBatcher(backend.translate, max_batch_size=32, max_wait_ms=60_000)
+        gate = threading.Event()
+
+        def held(batch: list[TranslateRequest]) -> list[list[Hypothesis]]:
+            gate.wait(30)
+            return backend.translate(batch)
+
+        batcher: Batcher = MicroBatcher(held, max_batch_size=32, max_wait_ms=60_000)
         waiting = [asyncio.ensure_future(batcher.submit(r)) for r in requests[:3]]
         await asyncio.sleep(0.01)
+        assert batcher.stats.calls == 1, "the first request runs at once; the others queue behind it"
+        if drain:
+            gate.set()
         await batcher.close(drain=drain)
+        gate.set()
         with pytest.raises(BatcherClosed):
             await batcher.submit(requests[0])
         return await asyncio.gather(*waiting, return_exceptions=True)
 
     assert all(isinstance(a, BatcherClosed) for a in asyncio.run(run(drain=False)))
     assert all(isinstance(a, list) and a for a in asyncio.run(run(drain=True)))
+
+
+def test_an_idle_model_answers_without_waiting_for_a_batch(
+    backend: CTranslate2Backend, requests: list[TranslateRequest]
+) -> None:
+    """`max_wait_ms` only holds requests back while a batch runs: alone, a request goes at once."""
+    batcher: Batcher = MicroBatcher(backend.translate, max_batch_size=32, max_wait_ms=600_000)
+
+    async def run() -> list[Hypothesis]:
+        answer = await asyncio.wait_for(batcher.submit(requests[0]), timeout=60)
+        await batcher.close()
+        return answer
+
+    assert asyncio.run(run())[0].tokens
+    assert batcher.stats.sizes == {1: 1}
+
+
+def test_a_burst_at_an_idle_model_waits_a_share_of_a_lone_request(
+    backend: CTranslate2Backend, requests: list[TranslateRequest]
+) -> None:
+    """Once the batcher has seen what a lone request costs (here made ~1 s, like a large model on a
+    CPU), a request arriving at the idle model waits 5% of that (50 ms) for company, so a burst
+    spread over a few milliseconds runs as one batch rather than its first member alone."""
+
+    def slow(batch: list[TranslateRequest]) -> list[list[Hypothesis]]:
+        time.sleep(1.0)
+        return backend.translate(batch)
+
+    batcher: Batcher = MicroBatcher(slow, max_batch_size=8, max_wait_ms=10_000)
+
+    async def run() -> list[list[Hypothesis]]:
+        await batcher.submit(requests[0])
+        assert 0.04 <= batcher.wait_limit_s <= 0.2
+        first = asyncio.ensure_future(batcher.submit(requests[1]))
+        await asyncio.sleep(0.005)
+        rest = [asyncio.ensure_future(batcher.submit(r)) for r in requests[2:5]]
+        answers = await asyncio.gather(first, *rest)
+        await batcher.close()
+        return answers
+
+    answers = asyncio.run(run())
+    assert all(answer[0].tokens for answer in answers)
+    assert batcher.stats.sizes == {1: 1, 4: 1}
 
 
 def test_a_cancelled_request_is_skipped(

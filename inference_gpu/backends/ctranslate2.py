@@ -6,6 +6,12 @@ call: a single teacher-forced pass whose values match the decoder's. CTranslate2
 score is `(sum(log_probs) + eos_log_prob) / steps ** length_penalty`, where `steps` counts the
 target prefix, the tokens and `</s>` (no `</s>` term when decoding hit the length limit); the
 prefix's own log-probability is not part of it.
+
+The scoring pass runs over sub-batches of `SCORE_BATCH` hypotheses, which CTranslate2 sorts by
+length first. One pass over a whole batch computes log-softmax over the vocabulary for every
+position at once (32 verses × 41 positions × 256k entries is 1.3 GB for NLLB-600M), and the
+sub-batches halve the scoring time (`bench/`: 11.4 s → 6.0 s for 32 verses of the 600M shape,
+0.91 s → 0.55 s for 512 verses of the tiny model, on one thread).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import numpy as np
 
 from inference_gpu.backends.base import Backend, Hypothesis, TranslateRequest
 from serval_common.settings import NodeSettings
+
+SCORE_BATCH = 8
 
 _COMPUTE_TYPES = {
     "cuda": ("int8_float16", "int8_bfloat16", "float16", "int8", "float32"),
@@ -121,6 +129,7 @@ class CTranslate2Backend(Backend):
         scored = translator.score_batch(
             [requests[i].source for i, _ in flat],
             [tokens for _, tokens in flat],
+            max_batch_size=SCORE_BATCH,
             max_input_length=input_limit,
         )
         log_probs = iter(score.log_probs for score in scored)

@@ -13,7 +13,6 @@ from serval_api.auth import API_KEY_METADATA, Caller, authenticate, bearer_value
 from serval_api.errors import ServalError
 from serval_api.routing.work import Served
 from serval_api.service import Services
-from serval_api.service.keys import authenticate_api_key
 
 T = TypeVar("T")
 
@@ -40,7 +39,7 @@ def bearer_token(context: grpc.aio.ServicerContext) -> str | None:
 async def caller_of(services: Services, context: grpc.aio.ServicerContext) -> Caller:
     return await authenticate(
         metadata_value(context, API_KEY_METADATA),
-        lambda key: authenticate_api_key(services.db, key),
+        services.lookups.caller,
         bearer_token(context),
         services.jwt,
     )

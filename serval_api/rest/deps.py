@@ -8,7 +8,6 @@ from fastapi import Depends, Header, Request
 
 from serval_api.auth import Caller, authenticate, bearer_value
 from serval_api.service import Services
-from serval_api.service.keys import authenticate_api_key
 
 
 def get_services(request: Request) -> Services:
@@ -23,7 +22,7 @@ async def get_caller(
 ) -> Caller:
     return await authenticate(
         x_api_key,
-        lambda key: authenticate_api_key(services.db, key),
+        services.lookups.caller,
         bearer_value(authorization),
         services.jwt,
     )

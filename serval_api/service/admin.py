@@ -24,6 +24,7 @@ from serval_api.routing.fleet import Fleet
 from serval_api.routing.session import NodeSession
 from serval_api.routing.work import ModelKey
 from serval_api.service import keys
+from serval_api.service.changes import API_KEYS
 from serval_api.service.context import Services
 
 MODEL_STATES: dict[int, str] = {
@@ -91,6 +92,7 @@ async def list_api_keys(services: Services, caller: Caller, owner: str | None = 
 async def revoke_api_key(services: Services, caller: Caller, key_id: str) -> None:
     caller.require(ADMIN)
     await keys.revoke_api_key(services.db, key_id)
+    services.changes.notify(API_KEYS)
 
 
 async def create_node_token(services: Services, caller: Caller, name: str) -> tuple[NodeToken, str]:

@@ -15,6 +15,7 @@ have been missed meanwhile.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,6 +27,12 @@ class ChangeNotifier:
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
         self._channel: PostgresChangeChannel | None = None
+        self._listeners: list[Callable[[str | None], None]] = []
+
+    def subscribe(self, listener: Callable[[str | None], None]) -> None:
+        """Call `listener(key)` for every change this replica hears of, and `listener(None)` when
+        changes may have been missed (anything may have changed)."""
+        self._listeners.append(listener)
 
     def event(self, key: str) -> asyncio.Event:
         """Take the event *before* reading the state it guards, so no change slips between."""
@@ -42,6 +49,8 @@ class ChangeNotifier:
         events, self._events = self._events, {}
         for event in events.values():
             event.set()
+        for listener in self._listeners:
+            listener(None)
 
     async def start(self, db: Database, *, replica: str) -> None:
         """Share changes with the other replicas on `db` (nothing to do on SQLite). `replica`
@@ -67,6 +76,8 @@ class ChangeNotifier:
             event = self._events.pop(key, None)
             if event is not None:
                 event.set()
+            for listener in self._listeners:
+                listener(key)
 
 
 def build_key(build_id: str) -> str:
@@ -75,3 +86,7 @@ def build_key(build_id: str) -> str:
 
 def engine_key(engine_id: str) -> str:
     return f"engine:{engine_id}"
+
+
+API_KEYS = "api-keys"
+"""The key notified when an API key is revoked."""

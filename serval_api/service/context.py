@@ -13,6 +13,7 @@ from serval_api.jwt_verifier import JwtVerifier
 from serval_api.routing.fleet import Fleet
 from serval_api.routing.work import Served, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
+from serval_api.service.lookups import Lookups
 from serval_common.settings import Settings
 
 LONG_POLL_MAX_S = 40.0
@@ -43,6 +44,10 @@ class Services:
     fleet: Fleet | None = None
     """Admin control of the nodes connected to this replica; None where no node API runs."""
     long_poll_max_s: float = LONG_POLL_MAX_S
+
+    @cached_property
+    def lookups(self) -> Lookups:
+        return Lookups(self.db, self.changes, self.settings.api.lookup_cache_s)
 
     @cached_property
     def jwt(self) -> JwtVerifier:

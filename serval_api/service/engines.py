@@ -11,6 +11,7 @@ from serval_api.auth import CREATE_ENGINES, DELETE_ENGINES, READ_ENGINES, UPDATE
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, NotSupported
 from serval_api.service import limits
+from serval_api.service.changes import engine_key
 from serval_api.service.context import Services
 from serval_api.service.keys import new_id
 from serval_common.languages import LanguageInfo, resolve_language
@@ -136,6 +137,7 @@ async def update_engine_languages(
             engine.source_language, engine.source_code = source.tag, source.code
         if target is not None:
             engine.target_language, engine.target_code = target.tag, target.code
+    services.changes.notify(engine_key(engine_id))
     log.info("engine languages updated", extra={"engine_id": engine_id})
     return engine
 
@@ -155,6 +157,7 @@ async def delete_engine(services: Services, caller: Caller, engine_id: str) -> N
         for build in (await s.scalars(select(Build).where(Build.engine_id == engine_id))).all():
             await s.delete(build)
         await s.delete(engine)
+    services.changes.notify(engine_key(engine_id))
     for build_id in running:
         await services.launcher.cancel(build_id)
     log.info("engine deleted", extra={"engine_id": engine_id})

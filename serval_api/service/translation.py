@@ -9,11 +9,13 @@ import uuid
 from serval.translation.v1 import common_pb2, engine_pb2
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Engine, EngineType
-from serval_api.errors import InvalidArgument, NotBuilt
+from serval_api.errors import InvalidArgument, NotBuilt, NotFound
 from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
 from serval_api.service import limits, train_segments
+from serval_api.service.changes import engine_key
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
+from serval_api.service.lookups import EngineRecord
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +27,15 @@ async def translate(
 ) -> Served[list[engine_pb2.TranslationResult]]:
     """Up to n translations and the model revision that made them (a human translation sent with
     train-segment, or the echo engine, answer for the engine's current revision)."""
-    engine = await _engine_for_segment(services, caller, engine_id, segment)
+    record = await _engine_for_segment(services, caller, engine_id, segment)
+    engine = record.engine
     _check_n(services.settings.api.max_n_best, n)
     _require_built(engine)
-    async with services.db.session() as s:
-        human = await train_segments.find_target(s, engine_id, segment)
-    if human is not None:
-        return Served([human_result(segment, human)], engine.model_revision)
+    if record.has_train_segments:
+        async with services.db.session() as s:
+            human = await train_segments.find_target(s, engine_id, segment)
+        if human is not None:
+            return Served([human_result(segment, human)], engine.model_revision)
     if engine.type == EngineType.ECHO:
         return Served([echo_result(segment)] * n, engine.model_revision)
     return await _dispatch_translate(services, engine, segment, n)
@@ -41,7 +45,7 @@ async def translate_prefix(
     services: Services, caller: Caller, engine_id: str, segment: str, prefix: str, n: int = 1
 ) -> Served[list[engine_pb2.TranslationResult]]:
     """Up to n translations that start with `prefix`, the target text the user typed."""
-    engine = await _engine_for_segment(services, caller, engine_id, segment)
+    engine = (await _engine_for_segment(services, caller, engine_id, segment)).engine
     limits.segment("the prefix", prefix, services.settings.api.max_segment_chars, blank=True)
     _check_n(services.settings.api.max_n_best, n)
     _require_built(engine)
@@ -76,7 +80,7 @@ async def _dispatch_translate(
 async def get_word_graph(
     services: Services, caller: Caller, engine_id: str, segment: str
 ) -> Served[engine_pb2.WordGraph]:
-    engine = await _engine_for_segment(services, caller, engine_id, segment)
+    engine = (await _engine_for_segment(services, caller, engine_id, segment)).engine
     _require_built(engine)
     if engine.type == EngineType.ECHO:
         return Served(echo_word_graph(segment), engine.model_revision)
@@ -91,12 +95,17 @@ async def get_word_graph(
     )
 
 
-async def _engine_for_segment(services: Services, caller: Caller, engine_id: str, segment: str) -> Engine:
+async def _engine_for_segment(
+    services: Services, caller: Caller, engine_id: str, segment: str
+) -> EngineRecord:
+    """The engine from `services.lookups` (no database round trip on most requests); another
+    owner's engine answers 404 as `owned_engine` does."""
     caller.require(READ_ENGINES)
-    async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id)
+    record = await services.lookups.engine(engine_id) if limits.can_be_id(engine_id) else None
+    if record is None or record.engine.owner != caller.owner:
+        raise NotFound(f"engine {limits.shown(engine_id)} not found")
     limits.segment("the segment", segment, services.settings.api.max_segment_chars)
-    return engine
+    return record
 
 
 def echo_word_graph(segment: str) -> engine_pb2.WordGraph:
@@ -138,6 +147,7 @@ async def train_segment(
         limits.segment("targetSegment", target_segment, limit)
         _require_built(engine)
         await train_segments.store_pair(s, engine, source_segment, target_segment, sentence_start)
+    services.changes.notify(engine_key(engine_id))
     log.info("segment trained", extra={"engine_id": engine_id})
 
 

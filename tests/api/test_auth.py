@@ -5,16 +5,19 @@ import httpx
 import pytest
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
-from serval_api.auth import READ_ENGINES
+from serval_api.auth import ADMIN, READ_ENGINES, Caller
+from serval_api.service import admin
 from serval_api.service.keys import (
     authenticate_api_key,
     create_node_token,
+    list_api_keys,
     list_node_tokens,
     revoke_api_key,
     revoke_node_token,
     verify_node_token,
 )
 from tests.api.conftest import RunningApi
+from tests.helpers import wait_until
 
 
 def test_rest_without_or_with_a_bad_key_is_401(api: RunningApi) -> None:
@@ -38,19 +41,32 @@ def test_missing_scope_is_403(api: RunningApi) -> None:
 
 
 def test_revoked_key_is_refused(api: RunningApi) -> None:
-    assert api.service.services is not None
-    db = api.service.services.db
+    """Revoked through the admin API: refused at once, although the key's record is cached."""
+    services = api.service.services
+    assert services is not None
     key = api.api_key()
-    caller = api.run(authenticate_api_key(db, key))
+    caller = api.run(authenticate_api_key(services.db, key))
     assert caller is not None and caller.owner == "owner-a"
     assert key.startswith("serval_")
     with httpx.Client(base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": key}) as c:
         assert c.get("/translation/engines").status_code == 200
-        from serval_api.service.keys import list_api_keys
-
-        record = next(k for k in api.run(list_api_keys(db, "owner-a")) if key.startswith(k.prefix))
-        api.run(revoke_api_key(db, record.id))
+        record = next(k for k in api.run(list_api_keys(services.db, "owner-a")) if key.startswith(k.prefix))
+        api.run(admin.revoke_api_key(services, Caller(owner="root", scopes=frozenset({ADMIN})), record.id))
         assert c.get("/translation/engines").status_code == 401
+
+
+def test_key_revoked_in_the_database_is_refused_within_the_cache_time(api: RunningApi) -> None:
+    """`serval admin api-key revoke` writes the database alone: the cached record lasts at most
+    `api.lookup_cache_s`."""
+    services = api.service.services
+    assert services is not None
+    key = api.api_key()
+    with httpx.Client(base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": key}) as c:
+        assert c.get("/translation/engines").status_code == 200
+        record = next(k for k in api.run(list_api_keys(services.db, "owner-a")) if key.startswith(k.prefix))
+        api.run(revoke_api_key(services.db, record.id))
+        limit = services.settings.api.lookup_cache_s
+        wait_until(lambda: c.get("/translation/engines").status_code == 401, limit + 5, "the revocation")
 
 
 def test_grpc_without_key_is_unauthenticated(api: RunningApi) -> None:

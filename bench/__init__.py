@@ -1,0 +1,2 @@
+"""The serving benchmark suite: `python -m bench` (see bench/README.md). Run by hand, never as a timed
+test."""

@@ -1,0 +1,207 @@
+"""The full path under test: an API service and one inference node, started as separate processes on
+loopback ports (as `serval api` and `serval node` run in production), an engine on the workload's
+base model, and the node's own Prometheus figures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+from serval_cli import processes
+from serval_cli.bootstrap import create_credentials
+from serval_common.settings import NodeSettings, Settings, StoreSettings
+
+BUILD_TIMEOUT_S = 600
+REQUEST_TIMEOUT_S = 600
+
+
+_FIGURES = {
+    "batches": "serval_node_batch_size_count",
+    "batched_requests": "serval_node_batch_size_sum",
+    "target_tokens": "serval_node_target_tokens_total",
+    "fetch_s": "serval_node_model_fetch_seconds_sum",
+    "load_s": "serval_node_model_load_seconds_sum",
+}
+
+
+@dataclass
+class NodeFigures:
+    """Cumulative node counters, read from its /metrics page (`load_s` includes `fetch_s`)."""
+
+    batches: float
+    batched_requests: float
+    target_tokens: float
+    fetch_s: float
+    load_s: float
+
+    def __sub__(self, other: NodeFigures) -> NodeFigures:
+        return NodeFigures(**{name: getattr(self, name) - getattr(other, name) for name in _FIGURES})
+
+
+@dataclass
+class System:
+    rest: processes.RestClient
+    admin: processes.RestClient
+    api_key: str
+    grpc_target: str
+    rest_url: str
+    metrics_url: str
+    api: subprocess.Popen[bytes]
+    node: subprocess.Popen[bytes]
+    home: Path
+
+    def node_figures(self) -> NodeFigures:
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        values = dict.fromkeys(_FIGURES.values(), 0.0)
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in values:
+                    values[sample.name] += sample.value
+        return NodeFigures(**{name: values[metric] for name, metric in _FIGURES.items()})
+
+    def node_models(self) -> list[dict[str, Any]]:
+        """The models the (only) node holds, as the admin API lists them: engineId, revision, state."""
+        nodes = self.admin.expect(200, "GET", "/api/v1/admin/nodes")
+        return [model for node in nodes if node["status"] == "serving" for model in node["models"]]
+
+    def wait_until_ready(self, engine_id: str, revision: int, timeout_s: float = 300) -> float:
+        """Poll every 10 ms until the node holds the revision ready; the monotonic time it was seen."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if any(
+                m["engineId"] == engine_id and m["revision"] == revision and m["state"] == "ready"
+                for m in self.node_models()
+            ):
+                return time.monotonic()
+            time.sleep(0.01)
+        raise RuntimeError(f"revision {revision} of engine {engine_id} was not ready within {timeout_s:g} s")
+
+    def preload(self, engine_id: str) -> None:
+        """Have the node load the engine's current revision (the admin API's pre-warm)."""
+        nodes = self.admin.expect(200, "GET", "/api/v1/admin/nodes")
+        node_id = next(node["id"] for node in nodes if node["status"] == "serving")
+        self.admin.expect(202, "POST", f"/api/v1/admin/nodes/{node_id}/models", {"engineId": engine_id})
+        engine = self.rest.expect(200, "GET", f"/api/v1/translation/engines/{engine_id}")
+        self.wait_until_ready(engine_id, int(engine["modelRevision"]))
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system) each process has used so far: this one (the clients), the API
+        service and the node."""
+        return {
+            name: sum(psutil.Process(pid).cpu_times()[:2])
+            for name, pid in (("clients", os.getpid()), ("api", self.api.pid), ("node", self.node.pid))
+        }
+
+    def node_rss_bytes(self) -> int:
+        return int(psutil.Process(self.node.pid).memory_info().rss)
+
+    def create_engine(self, base_model: str) -> str:
+        """An en→sw engine whose first (inference-only) build has completed: it serves `base_model`."""
+        engine = self.rest.expect(
+            201, "POST", "/api/v1/translation/engines",
+            {"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt", "name": f"bench {base_model}"},
+        )  # fmt: skip
+        self.build(engine["id"], base_model)
+        return str(engine["id"])
+
+    def build(self, engine_id: str, base_model: str) -> tuple[int, float]:
+        """An inference-only build; returns the engine's new model revision and the monotonic time
+        the build was seen completed."""
+        path = f"/api/v1/translation/engines/{engine_id}/builds"
+        build = self.rest.expect(201, "POST", path, {"trainOn": [], "options": {"baseModel": base_model}})
+        deadline = time.monotonic() + BUILD_TIMEOUT_S
+        while build["state"] in ("Pending", "Active"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"build {build['id']} did not finish in {BUILD_TIMEOUT_S} s")
+            code, payload = self.rest.call(
+                "GET", f"{path}/{build['id']}?min-revision={build['revision'] + 1}", timeout_s=60
+            )
+            build = payload if code == 200 else build
+        completed = time.monotonic()
+        if build["state"] != "Completed":
+            raise RuntimeError(f"build {build['id']} ended {build['state']}: {build.get('message')}")
+        engine = self.rest.expect(200, "GET", f"/api/v1/translation/engines/{engine_id}")
+        return int(engine["modelRevision"]), completed
+
+
+@contextlib.contextmanager
+def running_system(
+    home: Path, store_url: str, node: NodeSettings, extra_env: dict[str, str] | None = None
+) -> Iterator[System]:
+    """Start the API service and a node with `node`'s decoding, batching and thread settings."""
+    settings = Settings(home=home, store=StoreSettings(url=store_url))
+    api_key, node_token = create_credentials(settings, "bench")
+    admin_key = _admin_key(settings)
+    grpc_port, rest_port, metrics_port = processes.free_port(), processes.free_port(), processes.free_port()
+    env = {
+        "SERVAL_STORE__URL": store_url,
+        "SERVAL_LOG_LEVEL": "WARNING",
+        # 64 verses queued for the 600M shape on 2 CPU cores wait a minute or more for their batch.
+        "SERVAL_API__REQUEST_TIMEOUT_S": str(REQUEST_TIMEOUT_S),
+        **(extra_env or {}),
+    }
+    node_env = {
+        **env,
+        "SERVAL_NODE__TOKEN": node_token,
+        "SERVAL_NODE__METRICS_PORT": str(metrics_port),
+        **{f"SERVAL_NODE__{name.upper()}": str(getattr(node, name)) for name in _NODE_FIELDS},
+    }
+    api = processes.start(
+        ["api", "--home", str(home), "--grpc-port", str(grpc_port), "--rest-port", str(rest_port)],
+        home / "api.log",
+        env,
+    )
+    node_process = processes.start(
+        ["node", "--home", str(home), "--api-address", f"127.0.0.1:{grpc_port}"], home / "node.log", node_env
+    )
+    try:
+        rest = processes.RestClient(f"http://127.0.0.1:{rest_port}", api_key)
+        rest.wait_until_up(api)
+        rest.wait_for_node(node_process)
+        admin = processes.RestClient(f"http://127.0.0.1:{rest_port}", admin_key)
+        yield System(
+            rest, admin, api_key, f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}",
+            f"http://127.0.0.1:{metrics_port}/metrics", api, node_process, home,
+        )  # fmt: skip
+    finally:
+        processes.stop(node_process)
+        processes.stop(api)
+
+
+def _admin_key(settings: Settings) -> str:
+    from serval_api.auth import ADMIN
+    from serval_api.db.database import Database
+    from serval_api.service.keys import create_api_key
+
+    async def create() -> str:
+        db = Database(settings.resolved_database_url)
+        try:
+            return (await create_api_key(db, "bench-admin", (ADMIN,)))[1]
+        finally:
+            await db.close()
+
+    return asyncio.run(create())
+
+
+_NODE_FIELDS = (
+    "device",
+    "compute_type",
+    "intra_threads",
+    "inter_threads",
+    "max_batch_size",
+    "max_batch_wait_ms",
+    "beam_size",
+    "max_decoding_length",
+)
