@@ -19,7 +19,7 @@ from bench.profiling import Profiler
 from bench.report import Measurement, print_lifecycle, print_table, write_json
 from bench.system import NodeFigures, System, running_system
 from bench.workload import Workload, verses
-from serval_common.manifest import fetch_folder
+from serval_common.manifest import TRAINING_CHECKPOINT, fetch_folder
 from serval_common.settings import NodeSettings, Settings
 from serval_common.store import store_from_settings
 
@@ -91,7 +91,11 @@ def run_model(
     record(baselines.naive(workload, plan.naive_requests))
     record(baselines.naive_with_confidences(workload, plan.naive_requests))
     if not args.no_transformers:
-        record(baselines.transformers_generate(workload, str(folder / "hf"), plan.transformers_requests))
+        record(
+            baselines.transformers_generate(
+                workload, str(folder / TRAINING_CHECKPOINT), plan.transformers_requests
+            )
+        )
     models: dict[str, Any] = {}
     with running_system(tmp / f"home-{key}", settings.resolved_store_url, node, dict(args.env)) as system:
         base_rss = system.node_rss_bytes()

@@ -19,20 +19,17 @@ import ctranslate2
 from bench.report import Measurement
 from bench.workload import TARGET_CODE, Workload
 from inference_gpu.backends.base import TranslateRequest
-from inference_gpu.backends.ctranslate2 import CTranslate2Backend, resolve_compute_type, resolve_device
+from inference_gpu.backends.ctranslate2 import CTranslate2Backend, resolve_device
 
 
-def _translator(workload: Workload) -> ctranslate2.Translator:
-    node = workload.node
-    device = resolve_device(node.device)
-    return ctranslate2.Translator(
-        str(workload.folder),
-        device=device,
-        device_index=node.device_index,
-        compute_type=resolve_compute_type(node.compute_type, device, node.device_index),
-        intra_threads=node.intra_threads,
-        inter_threads=node.inter_threads,
-    )
+def _backend(workload: Workload) -> CTranslate2Backend:
+    """The node's backend, loaded as the node loads it (device, compute type, threads); the plain
+    baselines call its CTranslate2 translator directly."""
+    return CTranslate2Backend.load(workload.folder, workload.node, workload.max_positions)
+
+
+def _request(workload: Workload, source: list[str]) -> TranslateRequest:
+    return TranslateRequest(source, [TARGET_CODE], num_hypotheses=1, beam_size=workload.node.beam_size)
 
 
 def _translate(translator: ctranslate2.Translator, workload: Workload, sources: list[list[str]]) -> int:
@@ -48,7 +45,7 @@ def _translate(translator: ctranslate2.Translator, workload: Workload, sources: 
 
 
 def direct(workload: Workload) -> Measurement:
-    translator = _translator(workload)
+    translator = _backend(workload).translator
     sources = workload.sources()
     _translate(translator, workload, sources[:1])
     started = time.perf_counter()
@@ -62,11 +59,8 @@ def direct(workload: Workload) -> Measurement:
 
 
 def direct_with_confidences(workload: Workload) -> Measurement:
-    backend = CTranslate2Backend.load(workload.folder, workload.node, workload.max_positions)
-    requests = [
-        TranslateRequest(source=source, target_prefix=[TARGET_CODE], num_hypotheses=1, beam_size=workload.node.beam_size)
-        for source in workload.sources()
-    ]  # fmt: skip
+    backend = _backend(workload)
+    requests = [_request(workload, source) for source in workload.sources()]
     size = workload.node.max_batch_size
     backend.translate(requests[:1])
     started = time.perf_counter()
@@ -82,7 +76,7 @@ def direct_with_confidences(workload: Workload) -> Measurement:
 
 
 def naive(workload: Workload, count: int) -> Measurement:
-    translator = _translator(workload)
+    translator = _backend(workload).translator
     return _one_at_a_time(
         workload, "naive (one call per request)", count, lambda source: _translate(translator, workload, [source]), "naive"
     )  # fmt: skip
@@ -91,11 +85,10 @@ def naive(workload: Workload, count: int) -> Measurement:
 def naive_with_confidences(workload: Workload, count: int) -> Measurement:
     """The node's backend for one request at a time: the engine's share of a single request's
     latency on the full path."""
-    backend = CTranslate2Backend.load(workload.folder, workload.node, workload.max_positions)
+    backend = _backend(workload)
 
     def one(source: list[str]) -> int:
-        request = TranslateRequest(source, [TARGET_CODE], num_hypotheses=1, beam_size=workload.node.beam_size)
-        return len(backend.translate([request])[0][0].tokens)
+        return len(backend.translate([_request(workload, source)])[0][0].tokens)
 
     row = _one_at_a_time(workload, "naive + confidences (node backend)", count, one)
     backend.unload()

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from build_jobs.base_model import import_hf_checkpoint
 from build_jobs.base_model.convert import without_progress_bars
+from build_jobs.base_model.tiny import EOS_ID, nllb_config
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, make_nllb_tokenizer, save_nllb_tokenizer
 from build_jobs.publish import HF_SUBFOLDER, base_model_prefix, publish_base_model
 from serval_common.languages import NLLB_LANGUAGE_CODES
@@ -40,9 +41,6 @@ PARAMETERS = 615_073_792
 """What `num_parameters()` counts for `nllb_600m_config()` (the tied embedding once)."""
 TOKENIZER_VOCAB_SIZE = 16_000
 """An upper bound: the verses yield somewhat fewer pieces."""
-PAD_ID = 1
-BOS_ID = 0
-EOS_ID = 2
 SEED = 0
 CT2_VOCABULARY = "shared_vocabulary.json"
 
@@ -51,31 +49,7 @@ console = Console(stderr=True)
 
 def nllb_600m_config() -> M2M100Config:
     """The hyper-parameters of facebook/nllb-200-distilled-600M's config.json."""
-    from transformers import M2M100Config
-
-    return M2M100Config(
-        vocab_size=VOCAB_SIZE,
-        d_model=1024,
-        encoder_layers=12,
-        decoder_layers=12,
-        encoder_attention_heads=16,
-        decoder_attention_heads=16,
-        encoder_ffn_dim=4096,
-        decoder_ffn_dim=4096,
-        max_position_embeddings=1024,
-        activation_function="relu",
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        encoder_layerdrop=0.0,
-        decoder_layerdrop=0.0,
-        scale_embedding=True,
-        tie_word_embeddings=True,
-        pad_token_id=PAD_ID,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        decoder_start_token_id=EOS_ID,
-    )
+    return nllb_config(VOCAB_SIZE, d_model=1024, layers=12, heads=16, ffn=4096, max_positions=1024)
 
 
 def ensure_nllb_600m_shape(store: ModelStore, name: str = NLLB_600M_SHAPE, *, rebuild: bool = False) -> None:
@@ -117,11 +91,6 @@ def ensure_nllb_600m_shape(store: ModelStore, name: str = NLLB_600M_SHAPE, *, re
                 hf_dir=hf_dir,
             )
     console.print(f"stored base model [bold]{name}[/] in {store.url}")
-
-
-def hf_model_dir(model_folder: Path) -> Path:
-    """The Hugging Face checkpoint inside a model folder fetched with `with_checkpoint=True`."""
-    return model_folder / HF_SUBFOLDER
 
 
 def _write_checkpoint(hf_dir: Path) -> None:

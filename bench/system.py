@@ -4,7 +4,6 @@ base model, and the node's own Prometheus figures."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import subprocess
@@ -18,7 +17,10 @@ from typing import Any
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from serval_api.auth import ADMIN
+from serval_api.service.keys import create_api_key
 from serval_cli import processes
+from serval_cli.admin import with_db
 from serval_cli.bootstrap import create_credentials
 from serval_common.settings import NodeSettings, Settings, StoreSettings
 
@@ -143,7 +145,9 @@ def running_system(
     """Start the API service and a node with `node`'s decoding, batching and thread settings."""
     settings = Settings(home=home, store=StoreSettings(url=store_url))
     api_key, node_token = create_credentials(settings, "bench")
-    admin_key = _admin_key(settings)
+    _, admin_key = with_db(
+        home, settings.resolved_database_url, lambda db: create_api_key(db, "bench-admin", (ADMIN,))
+    )
     grpc_port, rest_port, metrics_port = processes.free_port(), processes.free_port(), processes.free_port()
     env = {
         "SERVAL_STORE__URL": store_url,
@@ -178,21 +182,6 @@ def running_system(
     finally:
         processes.stop(node_process)
         processes.stop(api)
-
-
-def _admin_key(settings: Settings) -> str:
-    from serval_api.auth import ADMIN
-    from serval_api.db.database import Database
-    from serval_api.service.keys import create_api_key
-
-    async def create() -> str:
-        db = Database(settings.resolved_database_url)
-        try:
-            return (await create_api_key(db, "bench-admin", (ADMIN,)))[1]
-        finally:
-            await db.close()
-
-    return asyncio.run(create())
 
 
 _NODE_FIELDS = (

@@ -22,6 +22,7 @@ LOAD_FAILURE_REASONS = ("store_unavailable", "checksum", "memory", "other")
 """The `reason` label of the model load failure counters: the model store unreachable (retried),
 a file failing checksum verification, the node's memory budget, anything else."""
 
+_LOAD_SECONDS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -51,13 +52,13 @@ class NodeMetrics:
         self.load_time = Histogram(
             "serval_node_model_load_seconds",
             "Time to fetch and load a model revision.",
-            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            buckets=_LOAD_SECONDS,
             registry=r,
         )
         self.fetch_time = Histogram(
             "serval_node_model_fetch_seconds",
             "Time to download and check a model revision's files (part of the load time).",
-            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            buckets=_LOAD_SECONDS,
             registry=r,
         )
         self.cache_hits = Counter(

@@ -23,6 +23,7 @@ Progress = Callable[[int, int, float], None]
 
 MAX_TOKENS = 128
 MAX_POSITIONS = 256
+BOS_ID = 0
 PAD_ID = 1
 EOS_ID = 2
 IGNORED_LABEL = -100
@@ -72,7 +73,7 @@ def make_tiny_model(
     with _torch_threads(TRAINING_THREADS):
         torch.manual_seed(seed)
         model = M2M100ForConditionalGeneration(
-            _config(len(tokenizer), d_model=d_model, layers=layers, heads=heads, ffn=ffn)
+            nllb_config(len(tokenizer), d_model=d_model, layers=layers, heads=heads, ffn=ffn)
         )
         _train(model, examples, steps=steps, lr=lr, batch_size=batch_size, seed=seed, progress=progress)
         with without_progress_bars():
@@ -91,7 +92,11 @@ def _parallel_pairs(source_lines: Sequence[str], target_lines: Sequence[str]) ->
     return pairs
 
 
-def _config(vocab_size: int, *, d_model: int, layers: int, heads: int, ffn: int) -> M2M100Config:
+def nllb_config(
+    vocab_size: int, *, d_model: int, layers: int, heads: int, ffn: int, max_positions: int = MAX_POSITIONS
+) -> M2M100Config:
+    """An NLLB-200 (M2M100) configuration: the same number of encoder and decoder layers, NLLB's
+    special-token ids, tied embeddings and scaled embeddings, as every NLLB-200 checkpoint has."""
     from transformers import M2M100Config
 
     return M2M100Config(
@@ -103,7 +108,7 @@ def _config(vocab_size: int, *, d_model: int, layers: int, heads: int, ffn: int)
         decoder_attention_heads=heads,
         encoder_ffn_dim=ffn,
         decoder_ffn_dim=ffn,
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         activation_function="relu",
         dropout=0.1,
         attention_dropout=0.0,
@@ -113,7 +118,7 @@ def _config(vocab_size: int, *, d_model: int, layers: int, heads: int, ffn: int)
         scale_embedding=True,
         tie_word_embeddings=True,
         pad_token_id=PAD_ID,
-        bos_token_id=0,
+        bos_token_id=BOS_ID,
         eos_token_id=EOS_ID,
         decoder_start_token_id=EOS_ID,
     )

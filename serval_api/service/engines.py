@@ -98,7 +98,13 @@ async def owned_engine(s: AsyncSession, caller: Caller, engine_id: str, *, lock:
     transaction ends; whatever changes an engine or its builds locks the engine first."""
     if not limits.can_be_id(engine_id):
         raise NotFound(f"engine {limits.shown(engine_id)} not found")
-    engine = await s.get(Engine, engine_id, with_for_update=True if lock else None)
+    return visible_engine(
+        await s.get(Engine, engine_id, with_for_update=True if lock else None), caller, engine_id
+    )
+
+
+def visible_engine(engine: Engine | None, caller: Caller, engine_id: str) -> Engine:
+    """`engine` when the caller owns it; another owner's engine answers 404, so ids don't leak."""
     if engine is None or engine.owner != caller.owner:
         raise NotFound(f"engine {engine_id} not found")
     return engine

@@ -14,7 +14,7 @@ from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWo
 from serval_api.service import limits, train_segments
 from serval_api.service.changes import engine_key
 from serval_api.service.context import Services
-from serval_api.service.engines import owned_engine
+from serval_api.service.engines import owned_engine, visible_engine
 from serval_api.service.lookups import EngineRecord
 
 log = logging.getLogger(__name__)
@@ -102,8 +102,9 @@ async def _engine_for_segment(
     owner's engine answers 404 as `owned_engine` does."""
     caller.require(READ_ENGINES)
     record = await services.lookups.engine(engine_id) if limits.can_be_id(engine_id) else None
-    if record is None or record.engine.owner != caller.owner:
+    if record is None:
         raise NotFound(f"engine {limits.shown(engine_id)} not found")
+    visible_engine(record.engine, caller, engine_id)
     limits.segment("the segment", segment, services.settings.api.max_segment_chars)
     return record
 
