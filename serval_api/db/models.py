@@ -119,6 +119,8 @@ class Build(Base):
             sqlite_where=_RUNNING,
             postgresql_where=_RUNNING,
         ),
+        Index("builds_by_owner_created", "owner", "date_created"),
+        Index("builds_by_owner_finished", "owner", "date_finished"),
     )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -144,6 +146,13 @@ class Build(Base):
     job_ref: Mapped[str | None] = mapped_column(String(200), default=None)
     """Who runs the job: `local:{api instance}` or `clearml:{task id}`; restart recovery reads it."""
     restarts: Mapped[int] = mapped_column(Integer, default=0)
+    deployment_version: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The API service's version when the build was created (Serval's `deploymentVersion`)."""
+    target_quote_convention: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The quotation-mark convention the build job detected in the target text; None: none found."""
+    analysis: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    """One entry per parallel corpus: `{parallelCorpusRef, sourceQuoteConvention,
+    targetQuoteConvention, canDenormalizeQuotes}` as the build job reported it."""
 
     @property
     def build_state(self) -> BuildState:
@@ -256,3 +265,64 @@ class Pretranslation(Base):
     target_refs: Mapped[list[Any]] = mapped_column(JSON)
     translation: Mapped[str] = mapped_column(Text)
     confidence: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class EngineCorpus(Base):
+    """Serval's older engine-scoped corpus (`TranslationCorpus`): one source and one target
+    language, each side a list of `{fileId, textId}` naming the owner's data files directly."""
+
+    __tablename__ = "engine_corpora"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    engine_id: Mapped[str] = mapped_column(ForeignKey("engines.id", ondelete="CASCADE"), index=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    source_language: Mapped[str] = mapped_column(String(64))
+    target_language: Mapped[str] = mapped_column(String(64))
+    source_files: Mapped[list[Any]] = mapped_column(JSON)
+    target_files: Mapped[list[Any]] = mapped_column(JSON)
+    date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Webhook(Base):
+    """A client's webhook: its events on the owner's engines are POSTed to `payload_url`, signed
+    with `secret` (never sent back to clients)."""
+
+    __tablename__ = "webhooks"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    payload_url: Mapped[str] = mapped_column(String(2000))
+    secret: Mapped[str] = mapped_column(String(500))
+    events: Mapped[list[Any]] = mapped_column(JSON)
+    date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DeliveryState(StrEnum):
+    PENDING = "Pending"
+    DELIVERED = "Delivered"
+    FAILED = "Failed"
+
+
+class WebhookDelivery(Base):
+    """The durable outbox: one row per event and hook, written in the same transaction as the
+    change it reports; a replica claims due rows, POSTs `body` and records the outcome."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("webhook_deliveries_due", "state", "next_attempt_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    hook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"), index=True)
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    event: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+    """The exact JSON text sent (and signed)."""
+    state: Mapped[str] = mapped_column(String(16), default=DeliveryState.PENDING.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(default=utcnow)
+    claimed_by: Mapped[str | None] = mapped_column(String(200), default=None)
+    claimed_until: Mapped[datetime | None] = mapped_column(default=None)
+    last_status: Mapped[int | None] = mapped_column(Integer, default=None)
+    last_error: Mapped[str | None] = mapped_column(String(500), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -19,7 +19,7 @@ from serval_api.builds.launcher import JobSpec
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
 from serval_api.service import corpus_export, limits, pretranslations
-from serval_api.service.changes import build_key, engine_key
+from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 from serval_api.service.keys import hash_secret, new_id
@@ -95,7 +95,7 @@ async def start_build(
     except IntegrityError:
         raise Conflict(f"engine {engine_id} already has a build pending or running") from None
     extra = {"engine_id": engine_id, "build_id": build.id}
-    services.changes.notify(engine_key(engine_id))
+    services.changes.notify(engine_key(engine_id), owner_builds_key(build.owner))
     if build.state == BuildState.COMPLETED:
         log.info("echo build completed", extra=extra)
         return build
@@ -208,7 +208,7 @@ async def cancel_current_build(services: Services, caller: Caller, engine_id: st
         build.date_finished = utcnow()
         build.revision += 1
         engine.is_building = False
-    services.changes.notify(build_key(build.id), engine_key(engine_id))
+    services.changes.notify(build_key(build.id), engine_key(engine_id), owner_builds_key(build.owner))
     log.info("build canceled by client", extra={"engine_id": engine_id, "build_id": build.id})
     await services.launcher.cancel(build.id)
     await pretranslations.discard(services, build)
@@ -238,7 +238,7 @@ async def apply_job_change(
         change(build, engine)
         build.revision += 1
         engine.is_building = build.build_state.is_running
-    services.changes.notify(build_key(build.id), engine_key(build.engine_id))
+    services.changes.notify(build_key(build.id), engine_key(build.engine_id), owner_builds_key(build.owner))
     return build
 
 

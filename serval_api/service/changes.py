@@ -88,5 +88,10 @@ def engine_key(engine_id: str) -> str:
     return f"engine:{engine_id}"
 
 
+def owner_builds_key(owner: str) -> str:
+    """Notified whenever any build of `owner` changes: the builds feed's long poll waits on it."""
+    return f"owner-builds:{owner}"
+
+
 API_KEYS = "api-keys"
 """The key notified when an API key is revoked."""
