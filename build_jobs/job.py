@@ -64,6 +64,7 @@ def run_job(args: JobSpec, settings: Settings) -> int:
             options = BuildOptions.parse(args.options_json)
             base_model = options.base_model or settings.jobs.default_base_model
             store = store_from_settings(settings, args.store_url)
+            _report_quote_conventions(args, store, platform)
             if args.train:
                 outcome = _train(args, options, base_model, store, progress)
                 window = PRETRANSLATE_AFTER_TRAINING
@@ -156,6 +157,29 @@ def _train(
         confidence=scores.get("chrf_after", 0.0),
         scores=scores,
         summary=summary,
+    )
+
+
+def _report_quote_conventions(args: JobSpec, store: ModelStore, platform: PlatformReporter) -> None:
+    """Detect the target text's quotation-mark conventions and report them before the build
+    publishes, so they are there when its pretranslations are."""
+    from build_jobs.quotes import detect, read_target_texts
+
+    entries = read_target_texts(store, args.build_id)
+    if entries is None:
+        return
+    detection = detect(entries)
+    platform.corpus_analysis(args.engine_id, [(c.corpus_id, c.convention) for c in detection.corpora])
+    platform.target_quote_convention(args.engine_id, detection.convention)
+    log.info(
+        "target quote convention",
+        extra={
+            "build_id": args.build_id,
+            "engine_id": args.engine_id,
+            "convention": detection.convention or "none",
+            "score": round(detection.score, 3),
+            "corpora": {c.corpus_id: c.convention or "none" for c in detection.corpora},
+        },
     )
 
 

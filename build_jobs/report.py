@@ -136,6 +136,26 @@ class PlatformReporter:
         )
         self._unary("UpdateBuildExecutionData", request)
 
+    def target_quote_convention(self, engine_id: str, convention: str | None) -> None:
+        request = platform_pb2.UpdateTargetQuoteConventionRequest(engine_id=engine_id, build_id=self.build_id)
+        if convention:
+            request.target_quote_convention = convention
+        self._unary("UpdateTargetQuoteConvention", request)
+
+    def corpus_analysis(self, engine_id: str, conventions: Sequence[tuple[str, str | None]]) -> None:
+        """(corpus id, its target's convention or None) for each corpus the build exported."""
+        request = platform_pb2.UpdateParallelCorpusAnalysisRequest(
+            engine_id=engine_id,
+            build_id=self.build_id,
+            parallel_corpus_analysis=[
+                platform_pb2.ParallelCorpusAnalysisResult(
+                    parallel_corpus_id=corpus_id, target_quote_convention=convention or ""
+                )
+                for corpus_id, convention in conventions
+            ],
+        )
+        self._unary("UpdateParallelCorpusAnalysis", request)
+
     def completed(self, corpus_size: int, confidence: float) -> None:
         request = platform_pb2.BuildCompletedRequest(
             build_id=self.build_id, corpus_size=corpus_size, confidence=confidence

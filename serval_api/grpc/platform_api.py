@@ -78,11 +78,31 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
     async def UpdateTargetQuoteConvention(
         self, request: platform_pb2.UpdateTargetQuoteConventionRequest, context: Context
     ) -> empty_pb2.Empty:
-        data = {"targetQuoteConvention": request.target_quote_convention}
+        name = request.target_quote_convention if request.HasField("target_quote_convention") else None
         return await self._for_build(
             context,
             request.build_id,
-            lambda: platform.update_execution_data(self._services, request.build_id, data),
+            lambda: platform.update_target_quote_convention(self._services, request.build_id, name),
+            engine_id=request.engine_id,
+        )
+
+    async def UpdateParallelCorpusAnalysis(
+        self, request: platform_pb2.UpdateParallelCorpusAnalysisRequest, context: Context
+    ) -> empty_pb2.Empty:
+        analyses = [
+            platform.CorpusAnalysis(
+                corpus_id=entry.parallel_corpus_id,
+                target_quote_convention=entry.target_quote_convention,
+                source_quote_convention=entry.source_quote_convention
+                if entry.HasField("source_quote_convention")
+                else None,
+            )
+            for entry in request.parallel_corpus_analysis
+        ]
+        return await self._for_build(
+            context,
+            request.build_id,
+            lambda: platform.update_parallel_corpus_analysis(self._services, request.build_id, analyses),
             engine_id=request.engine_id,
         )
 

@@ -194,6 +194,7 @@ class Pretranslation(Model):
     source_refs: list[str]
     target_refs: list[str]
     translation: str
+    confidence: float
 
 
 def pretranslation_dto(row: PretranslationRecord) -> Pretranslation:
@@ -204,6 +205,7 @@ def pretranslation_dto(row: PretranslationRecord) -> Pretranslation:
         source_refs=[str(ref) for ref in row.source_refs],
         target_refs=target_refs,
         translation=row.translation,
+        confidence=row.confidence,
     )
 
 

@@ -97,6 +97,8 @@ class ExportPlan:
     pretranslate_rows: list[dict[str, Any]]
     warnings: list[str]
     train_segment_count: int = 0
+    target_texts: list[dict[str, Any]] = field(default_factory=list)
+    """Per corpus, its whole target side for quotation-mark detection (`build_jobs.quotes`)."""
 
     def execution_data(self, engine: Engine) -> dict[str, Any]:
         return {
@@ -170,6 +172,9 @@ async def write_build_files(services: Services, build_id: str, plan: ExportPlan)
     if plan.pretranslate_rows:
         rows = json.dumps(plan.pretranslate_rows, ensure_ascii=False).encode()
         await asyncio.to_thread(store.write_bytes, f"{prefix}/pretranslate.src.json", rows)
+    if plan.target_texts:
+        texts = json.dumps(plan.target_texts, ensure_ascii=False).encode()
+        await asyncio.to_thread(store.write_bytes, f"{prefix}/target-texts.json", texts)
     log.info(
         "build files written",
         extra={
@@ -304,6 +309,7 @@ def _collect(
     warnings: list[str] = []
     pairs: list[tuple[str, str]] = []
     rows: list[dict[str, Any]] = []
+    target_texts: list[dict[str, Any]] = []
     train_requested = False
     with tempfile.TemporaryDirectory(prefix="serval-export-") as tmp:
         reader = _FileReader(store, Path(tmp))
@@ -313,6 +319,7 @@ def _collect(
                 c.train is not None for c in pc.target
             )
             target_all = _segments(reader, pc.target, lambda c: ALL_TEXTS)
+            target_texts.append(_target_text(reader, pc))
             source_train = _segments(reader, pc.source, lambda c: c.train)
             target_train = _segments(reader, pc.target, lambda c: c.train)
             pairs.extend(
@@ -341,7 +348,22 @@ def _collect(
         pretranslate_rows=rows,
         warnings=warnings,
         train_segment_count=len(segment_pairs),
+        target_texts=target_texts,
     )
+
+
+def _target_text(reader: _FileReader, pc: ParallelSource) -> dict[str, Any]:
+    """Paratext books as USFM, since sil-machine's quote convention detector reads USFM; Text
+    files as their lines."""
+    books: list[dict[str, str]] = []
+    texts: list[dict[str, Any]] = []
+    for corpus in pc.target:
+        for file in corpus.files:
+            if file.format == FileFormat.PARATEXT:
+                books.extend({"textId": book, "usfm": usfm} for book, usfm in reader.usfm_books(file))
+            else:
+                texts.append({"textId": file.text_id, "segments": [row.text for row in reader.rows(file)]})
+    return {"corpusId": pc.id, "books": books, "texts": texts}
 
 
 def _segments(
@@ -389,17 +411,27 @@ class _FileReader:
         self._store = store
         self._folder = folder
         self._rows: dict[CorpusFileSource, list[_Row]] = {}
+        self._paths: dict[str, Path] = {}
 
     def rows(self, file: CorpusFileSource) -> list[_Row]:
         if file not in self._rows:
-            path = self._folder / f"{len(self._rows)}"
+            path = self._path(file)
+            reader = _text_rows if file.format == FileFormat.TEXT else _paratext_rows
+            self._rows[file] = list(reader(path, file.text_id))
+        return self._rows[file]
+
+    def usfm_books(self, file: CorpusFileSource) -> list[tuple[str, str]]:
+        return _paratext_books(self._path(file))
+
+    def _path(self, file: CorpusFileSource) -> Path:
+        if file.location not in self._paths:
+            path = self._folder / f"{len(self._paths)}"
             try:
                 self._store.download_file(file.location, path)
             except StoreError as e:
                 raise InvalidArgument(f"corpus file {file.location!r} cannot be read: {e}") from None
-            reader = _text_rows if file.format == FileFormat.TEXT else _paratext_rows
-            self._rows[file] = list(reader(path, file.text_id))
-        return self._rows[file]
+            self._paths[file.location] = path
+        return self._paths[file.location]
 
 
 def _text_rows(path: Path, text_id: str) -> Iterator[_Row]:
@@ -415,5 +447,25 @@ def _paratext_rows(path: Path, _text_id: str) -> Iterator[_Row]:
         corpus = ParatextBackupTextCorpus(str(path))
         for row in corpus.get_rows():
             yield _Row(row.text_id, str(row.ref), row.ref.chapter_num, row.text)
+    except Exception as e:
+        raise InvalidArgument(f"a Paratext file could not be read as a Paratext project: {e}") from None
+
+
+def _paratext_books(path: Path) -> list[tuple[str, str]]:
+    """(book id, USFM) of each book a Paratext project zip holds, in canonical order."""
+    import zipfile
+
+    from machine.corpora import ZipParatextProjectSettingsParser
+    from machine.scripture.canon import get_scripture_books
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            settings = ZipParatextProjectSettingsParser(archive).parse()
+            names = set(archive.namelist())
+            return [
+                (book, archive.read(name).decode(settings.encoding, errors="replace"))
+                for book in get_scripture_books()
+                if (name := settings.get_book_file_name(book)) in names
+            ]
     except Exception as e:
         raise InvalidArgument(f"a Paratext file could not be read as a Paratext project: {e}") from None

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from serval_api.db.models import Build, BuildState, Engine, utcnow
@@ -90,6 +91,73 @@ async def update_execution_data(services: Services, build_id: str, data: dict[st
         build.execution_data = {**recorded, **data, "warnings": warnings}
 
     await _report(services, build_id, "build execution data", change, level=logging.DEBUG)
+
+
+QUOTE_CONVENTION_CHARS = limits.column_width(Build, "target_quote_convention")
+
+
+def _convention(field: str, name: str | None) -> str | None:
+    """A reported convention name; empty means none was recognised."""
+    if not name:
+        return None
+    return limits.text(field, name, QUOTE_CONVENTION_CHARS)
+
+
+def can_denormalize(name: str | None) -> bool:
+    """Whether the API service's sil-machine knows the convention, so USFM can be denormalized into it."""
+    from machine.punctuation_analysis import STANDARD_QUOTE_CONVENTIONS
+
+    return name is not None and STANDARD_QUOTE_CONVENTIONS.get_quote_convention_by_name(name) is not None
+
+
+async def update_target_quote_convention(services: Services, build_id: str, name: str | None) -> None:
+    """The convention the job found in the build's target text as a whole (Serval's
+    `targetQuoteConvention`); None or empty: none found."""
+    convention = _convention("target_quote_convention", name)
+
+    def change(build: Build, _engine: Engine) -> None:
+        build.target_quote_convention = convention
+
+    await _report(services, build_id, "build target quote convention", change)
+
+
+@dataclass(frozen=True)
+class CorpusAnalysis:
+    corpus_id: str
+    target_quote_convention: str | None
+    source_quote_convention: str | None = None
+
+
+async def update_parallel_corpus_analysis(
+    services: Services, build_id: str, analyses: list[CorpusAnalysis]
+) -> None:
+    """Per corpus the build exported: Serval's `ParallelCorpusAnalysis`, replacing what the job
+    reported before."""
+    limits.items("parallel_corpus_analysis", analyses, services.settings.api.max_list_items)
+    entries = []
+    for i, analysis in enumerate(analyses):
+        where = f"parallel_corpus_analysis[{i}]"
+        corpus_id = analysis.corpus_id
+        if not corpus_id or len(corpus_id) > limits.CORPUS_ID_CHARS:
+            raise InvalidArgument(
+                f"{where}.parallel_corpus_id must hold 1 to {limits.CORPUS_ID_CHARS} characters"
+            )
+        limits.no_nul(f"{where}.parallel_corpus_id", corpus_id)
+        target = _convention(f"{where}.target_quote_convention", analysis.target_quote_convention)
+        entry: dict[str, Any] = {
+            "parallelCorpusRef": corpus_id,
+            "targetQuoteConvention": target or "",
+            "canDenormalizeQuotes": can_denormalize(target),
+        }
+        source = _convention(f"{where}.source_quote_convention", analysis.source_quote_convention)
+        if source is not None:
+            entry["sourceQuoteConvention"] = source
+        entries.append(entry)
+
+    def change(build: Build, _engine: Engine) -> None:
+        build.analysis = entries
+
+    await _report(services, build_id, "build corpus analysis", change)
 
 
 async def increment_corpus_size(services: Services, build_id: str, count: int) -> None:

@@ -1,7 +1,8 @@
 """Pretranslations: the segments a build job translated for the corpora its build named in
 `pretranslate`, streamed back over InsertPretranslations and read by clients.
 
-A row carries the id of the parallel corpus it came from (`corpusId` in the build export) and is
+A row carries the id of the corpus it came from (`corpusId` in the build export: a parallel
+corpus, or an engine corpus of Serval's older API) and is
 tagged with its build and the build's target model revision. Clients see the rows of the build
 that made the engine's current `modelRevision`, so a build's rows appear together when it
 completes; its completion removes every other build's rows for the engine, and a build that
@@ -27,8 +28,8 @@ from sqlalchemy import insert as sql_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, ParallelCorpus, Pretranslation
-from serval_api.errors import InvalidArgument, NotBuilt, PermissionDenied, Unauthenticated
+from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, EngineCorpus, Pretranslation
+from serval_api.errors import InvalidArgument, NotBuilt, NotFound, PermissionDenied, Unauthenticated
 from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
@@ -57,7 +58,7 @@ class PretranslationRow:
 
 
 class TextOrigin(StrEnum):
-    """Serval's `textOrigin` of the USFM endpoint."""
+    """Serval's `text-origin` of the USFM endpoint."""
 
     PREFER_EXISTING = "PreferExisting"
     PREFER_PRETRANSLATED = "PreferPretranslated"
@@ -77,16 +78,36 @@ class MarkerBehavior(StrEnum):
     """Serval's paragraph, embed and style marker behaviors of the USFM endpoint."""
 
     PRESERVE = "Preserve"
+    PRESERVE_POSITION = "PreservePosition"
     STRIP = "Strip"
+
+
+class QuotationMarkBehavior(StrEnum):
+    """Serval's `quotation-mark-behavior` (PretranslationNormalizationBehavior)."""
+
+    NORMALIZED = "Normalized"
+    DENORMALIZED = "Denormalized"
 
 
 @dataclass(frozen=True)
 class UsfmOptions:
-    text_origin: TextOrigin = TextOrigin.PREFER_PRETRANSLATED
-    template: UsfmTemplate = UsfmTemplate.SOURCE
+    """Serval's defaults."""
+
+    text_origin: TextOrigin = TextOrigin.PREFER_EXISTING
+    template: UsfmTemplate = UsfmTemplate.AUTO
     paragraph_behavior: MarkerBehavior = MarkerBehavior.PRESERVE
     embed_behavior: MarkerBehavior = MarkerBehavior.PRESERVE
     style_behavior: MarkerBehavior = MarkerBehavior.STRIP
+    quotation_marks: QuotationMarkBehavior = QuotationMarkBehavior.DENORMALIZED
+
+
+@dataclass(frozen=True)
+class _Projects:
+    """The Paratext projects (store keys, in corpus and file order) of a corpus's two sides."""
+
+    corpus_id: str
+    source: list[str]
+    target: list[str]
 
 
 async def insert(services: Services, token: str | None, rows: AsyncIterable[PretranslationRow]) -> int:
@@ -194,14 +215,24 @@ async def _delete(services: Services, build: Build, query: Delete) -> None:
 
 
 async def list_pretranslations(
-    services: Services, caller: Caller, engine_id: str, corpus_id: str, *, text_id: str | None = None
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    corpus_id: str,
+    *,
+    text_id: str | None = None,
+    engine_corpus: bool = False,
 ) -> list[Pretranslation]:
-    """The rows of the engine's current model for one of its parallel corpora, in source order."""
+    """The rows of the engine's current model for one of its corpora, in source order.
+    `engine_corpus`: `corpus_id` names an engine corpus, or else (as before engine corpora) a
+    parallel corpus; otherwise a parallel corpus."""
     caller.require(READ_ENGINES)
     limits.optional_text("textId", text_id, limits.TEXT_ID_CHARS)
     async with services.db.session() as s:
-        engine, pc = await _built_parallel_corpus(s, caller, engine_id, corpus_id)
-        return await _current_rows(s, engine, pc.id, text_id)
+        engine = await owned_engine(s, caller, engine_id)
+        projects = await _corpus_projects(s, caller, engine_id, corpus_id, engine_corpus=engine_corpus)
+        _require_built(engine)
+        return await _current_rows(s, engine, projects.corpus_id, text_id)
 
 
 async def usfm(
@@ -211,48 +242,107 @@ async def usfm(
     corpus_id: str,
     text_id: str,
     options: UsfmOptions,
+    *,
+    engine_corpus: bool = False,
 ) -> str | None:
-    """The source project's book `text_id` with its verse texts replaced by the pretranslations;
-    None when the project has no such book. Only a Paratext project can serve as template."""
+    """Book `text_id` as USFM: a Paratext project's book (the template) with its verse texts
+    taken from the pretranslations and/or the target's existing text as `options` say; None when
+    no project of the corpus has the book."""
     caller.require(READ_ENGINES)
     limits.text("textId", text_id, limits.TEXT_ID_CHARS)
-    _check_usfm_options(options)
     async with services.db.session() as s:
-        engine, pc = await _built_parallel_corpus(s, caller, engine_id, corpus_id)
-        sources = await _paratext_files(s, pc.source_corpus_ids)
-        if not sources:
+        engine = await owned_engine(s, caller, engine_id)
+        projects = await _corpus_projects(s, caller, engine_id, corpus_id, engine_corpus=engine_corpus)
+        _require_built(engine)
+        if not projects.source and not projects.target:
             raise InvalidArgument(
-                f"parallel corpus {pc.id}: its source is not a Paratext project; "
-                "USFM is served only for Paratext sources"
+                f"corpus {projects.corpus_id}: neither side is a Paratext project; USFM is served only "
+                "for Paratext projects"
             )
-        if options.template == UsfmTemplate.AUTO and await _paratext_files(s, pc.target_corpus_ids):
+        if options.template == UsfmTemplate.TARGET and not projects.target:
             raise InvalidArgument(
-                "template Auto would use the target Paratext project, which is not served here; "
-                "ask for template Source"
+                f"corpus {projects.corpus_id}: template Target needs a target Paratext project; "
+                "its target has none (ask for template Source or Auto)"
             )
-        rows = await _current_rows(s, engine, pc.id, text_id)
-    store = model_store(services.settings)
-    return await asyncio.to_thread(_updated_book, store, sources, text_id, rows, options)
-
-
-def _check_usfm_options(options: UsfmOptions) -> None:
-    if options.text_origin not in (TextOrigin.ONLY_PRETRANSLATED, TextOrigin.PREFER_PRETRANSLATED):
-        raise InvalidArgument(
-            f"textOrigin {options.text_origin.value} needs the target project's existing text, which is "
-            "not served here; use OnlyPretranslated or PreferPretranslated"
+        if options.template == UsfmTemplate.SOURCE and not projects.source:
+            raise InvalidArgument(
+                f"corpus {projects.corpus_id}: template Source needs a source Paratext project; "
+                "its source has none (ask for template Target or Auto)"
+            )
+        rows = await _current_rows(s, engine, projects.corpus_id, text_id)
+        convention = (
+            await _target_convention(s, engine, projects.corpus_id)
+            if options.quotation_marks == QuotationMarkBehavior.DENORMALIZED
+            else None
         )
-    if options.template == UsfmTemplate.TARGET:
-        raise InvalidArgument("template Target is not served here: the USFM is built on the source project")
+    store = model_store(services.settings)
+    book = await asyncio.to_thread(_book_usfm, store, projects, text_id, rows, options, convention)
+    log.debug(
+        "pretranslated usfm",
+        extra={
+            "engine_id": engine_id,
+            "corpus_id": projects.corpus_id,
+            "text_id": text_id,
+            "template": options.template.value,
+            "text_origin": options.text_origin.value,
+            "convention": convention or "none",
+            "found": book is not None,
+        },
+    )
+    return book
 
 
-async def _built_parallel_corpus(
-    s: AsyncSession, caller: Caller, engine_id: str, corpus_id: str
-) -> tuple[Engine, ParallelCorpus]:
-    engine = await owned_engine(s, caller, engine_id)
-    pc = await owned_parallel_corpus(s, caller, engine_id, corpus_id)
+def _require_built(engine: Engine) -> None:
     if engine.model_revision == 0:
-        raise NotBuilt(f"engine {engine_id} has no completed build, so no pretranslations")
-    return engine, pc
+        raise NotBuilt(f"engine {engine.id} has no completed build, so no pretranslations")
+
+
+async def _corpus_projects(
+    s: AsyncSession, caller: Caller, engine_id: str, corpus_id: str, *, engine_corpus: bool
+) -> _Projects:
+    if engine_corpus and limits.can_be_id(corpus_id):
+        found = await s.scalar(
+            select(EngineCorpus).where(
+                EngineCorpus.id == corpus_id,
+                EngineCorpus.engine_id == engine_id,
+                EngineCorpus.owner == caller.owner,
+            )
+        )
+        if found is not None:
+            return _Projects(
+                found.id,
+                await _paratext_keys(s, caller, [f["fileId"] for f in found.source_files]),
+                await _paratext_keys(s, caller, [f["fileId"] for f in found.target_files]),
+            )
+    try:
+        pc = await owned_parallel_corpus(s, caller, engine_id, corpus_id)
+    except NotFound:
+        if engine_corpus:
+            raise NotFound(f"corpus {limits.shown(corpus_id)} not found") from None
+        raise
+    return _Projects(
+        pc.id,
+        await _paratext_keys(s, caller, await _corpus_file_ids(s, pc.source_corpus_ids)),
+        await _paratext_keys(s, caller, await _corpus_file_ids(s, pc.target_corpus_ids)),
+    )
+
+
+async def _corpus_file_ids(s: AsyncSession, corpus_ids: Sequence[str]) -> list[str]:
+    ids: list[str] = []
+    for corpus_id in corpus_ids:
+        corpus = await s.get(Corpus, corpus_id)
+        ids.extend(entry["fileId"] for entry in (corpus.files if corpus is not None else ()))
+    return ids
+
+
+async def _paratext_keys(s: AsyncSession, caller: Caller, file_ids: Sequence[str]) -> list[str]:
+    """Store keys of the caller's Paratext project files among `file_ids`, in order."""
+    keys = []
+    for file_id in file_ids:
+        file = await s.get(DataFile, file_id)
+        if file is not None and file.owner == caller.owner and file.format == FileFormat.PARATEXT.value:
+            keys.append(contents_key(file.id))
+    return keys
 
 
 async def _current_rows(
@@ -274,39 +364,76 @@ async def _current_rows(
     return list((await s.scalars(query)).all())
 
 
-async def _paratext_files(s: AsyncSession, corpus_ids: Sequence[str]) -> list[str]:
-    """Store keys of the Paratext project files of these corpora, in corpus and file order."""
-    keys = []
-    for corpus_id in corpus_ids:
-        corpus = await s.get(Corpus, corpus_id)
-        for entry in corpus.files if corpus is not None else ():
-            file = await s.get(DataFile, entry["fileId"])
-            if file is not None and file.format == FileFormat.PARATEXT.value:
-                keys.append(contents_key(file.id))
-    return keys
+async def _target_convention(s: AsyncSession, engine: Engine, corpus_id: str) -> str | None:
+    """The convention the build of the engine's current model found in the corpus's target,
+    when the quotation marks can be denormalized into it."""
+    build = await s.scalar(
+        select(Build)
+        .where(
+            Build.engine_id == engine.id,
+            Build.target_model_revision == engine.model_revision,
+            Build.state == BuildState.COMPLETED.value,
+        )
+        .order_by(Build.date_finished.desc())
+        .limit(1)
+    )
+    for entry in (build.analysis or []) if build is not None else []:
+        if entry.get("parallelCorpusRef") == corpus_id and entry.get("canDenormalizeQuotes"):
+            name = entry.get("targetQuoteConvention")
+            return str(name) if name else None
+    return None
 
 
-def _updated_book(
-    store: ModelStore, sources: list[str], book: str, rows: list[Pretranslation], options: UsfmOptions
+def _book_usfm(
+    store: ModelStore,
+    projects: _Projects,
+    book: str,
+    rows: list[Pretranslation],
+    options: UsfmOptions,
+    convention: str | None,
 ) -> str | None:
-    """Blocking: the first source project that has the book, updated through sil-machine."""
+    """Blocking: the template's book, updated through sil-machine; Auto tries the target
+    projects, then the source projects."""
     with tempfile.TemporaryDirectory(prefix="serval-usfm-") as tmp:
-        for i, key in enumerate(sources):
-            path = Path(tmp) / str(i)
-            store.download_file(key, path)
-            try:
-                text = _update_project_book(path, book, rows, options)
-            except Exception as e:
-                raise InvalidArgument(f"the source Paratext project cannot be read: {e}") from None
-            if text is not None:
-                return text
+        folder = Path(tmp)
+        text = None
+        if options.template in (UsfmTemplate.AUTO, UsfmTemplate.TARGET):
+            text = _first_book(store, folder, "target", projects.target, book, rows, options)
+        if text is None and options.template in (UsfmTemplate.AUTO, UsfmTemplate.SOURCE):
+            text = _first_book(store, folder, "source", projects.source, book, rows, options)
+    if text is None or convention is None:
+        return text
+    return denormalize_quotation_marks(text, convention)
+
+
+def _first_book(
+    store: ModelStore,
+    folder: Path,
+    side: str,
+    keys: list[str],
+    book: str,
+    rows: list[Pretranslation],
+    options: UsfmOptions,
+) -> str | None:
+    for key in keys:
+        path = folder / f"{side}-{len(list(folder.iterdir()))}"
+        store.download_file(key, path)
+        try:
+            text = _update_project_book(path, side == "target", book, rows, options)
+        except Exception as e:
+            raise InvalidArgument(f"the {side} Paratext project cannot be read: {e}") from None
+        if text is not None:
+            return text
     return None
 
 
 def _update_project_book(
-    project: Path, book: str, rows: list[Pretranslation], options: UsfmOptions
+    project: Path, is_target: bool, book: str, rows: list[Pretranslation], options: UsfmOptions
 ) -> str | None:
+    """PreservePosition adds sil-machine's place-markers handler, which places markers by the
+    rows' word alignments; pretranslations here carry none, so it keeps markers as Preserve does."""
     from machine.corpora import (
+        PlaceMarkersUsfmUpdateBlockHandler,
         ScriptureRef,
         UpdateUsfmMarkerBehavior,
         UpdateUsfmRow,
@@ -319,23 +446,73 @@ def _update_project_book(
         strip = value == MarkerBehavior.STRIP
         return UpdateUsfmMarkerBehavior.STRIP if strip else UpdateUsfmMarkerBehavior.PRESERVE
 
-    with zipfile.ZipFile(project) as archive:
-        versification = ZipParatextProjectSettingsParser(archive).parse().versification
-        updates = []
-        for row in rows:
-            refs = []
-            for ref in row.source_refs:
-                with contextlib.suppress(ValueError, KeyError, IndexError):
-                    refs.append(ScriptureRef.parse(ref, versification))
-            if refs:
-                updates.append(UpdateUsfmRow(refs, row.translation))
+    origin = options.text_origin
+    if is_target:
+        text_behavior = {
+            TextOrigin.PREFER_EXISTING: UpdateUsfmTextBehavior.PREFER_EXISTING,
+            TextOrigin.PREFER_PRETRANSLATED: UpdateUsfmTextBehavior.PREFER_NEW,
+            TextOrigin.ONLY_EXISTING: UpdateUsfmTextBehavior.PREFER_EXISTING,
+            TextOrigin.ONLY_PRETRANSLATED: UpdateUsfmTextBehavior.STRIP_EXISTING,
+        }[origin]
+    else:
         # The source's own words are never "existing" target text: only pretranslations fill verses.
+        text_behavior = UpdateUsfmTextBehavior.STRIP_EXISTING
+    markers = (options.paragraph_behavior, options.embed_behavior, options.style_behavior)
+    handlers = [PlaceMarkersUsfmUpdateBlockHandler()] if MarkerBehavior.PRESERVE_POSITION in markers else []
+
+    with zipfile.ZipFile(project) as archive:
+        settings = ZipParatextProjectSettingsParser(archive).parse()
+        updates = []
+        if origin != TextOrigin.ONLY_EXISTING:
+            for row in rows:
+                refs = []
+                for ref in row.target_refs if is_target else row.source_refs:
+                    with contextlib.suppress(ValueError, KeyError, IndexError):
+                        parsed = ScriptureRef.parse(str(ref), settings.versification)
+                        # The target's USFM structure may differ from the source's the rows follow.
+                        refs.append(parsed.to_relaxed() if is_target else parsed)
+                if refs:
+                    updates.append(UpdateUsfmRow(refs, row.translation))
+            updates.sort(key=lambda update: update.refs[0])
         text = ZipParatextProjectTextUpdater(archive).update_usfm(
             book,
             updates,
-            text_behavior=UpdateUsfmTextBehavior.STRIP_EXISTING,
+            text_behavior=text_behavior,
             paragraph_behavior=behavior(options.paragraph_behavior),
             embed_behavior=behavior(options.embed_behavior),
             style_behavior=behavior(options.style_behavior),
+            update_block_handlers=handlers,
         )
     return None if text is None else str(text)
+
+
+def denormalize_quotation_marks(usfm: str, convention_name: str) -> str:
+    """The pretranslations' quotation marks, written by the model in the normalized form of the
+    target's convention, turned into the convention itself, chapter by chapter where sil-machine's
+    first pass finds that safe (as Serval does)."""
+    from machine.corpora import UpdateUsfmParserHandler, parse_usfm
+    from machine.punctuation_analysis import (
+        STANDARD_QUOTE_CONVENTIONS,
+        QuotationMarkDenormalizationFirstPass,
+        QuotationMarkDenormalizationUsfmUpdateBlockHandler,
+        QuotationMarkUpdateSettings,
+        QuotationMarkUpdateStrategy,
+    )
+
+    convention = STANDARD_QUOTE_CONVENTIONS.get_quote_convention_by_name(convention_name)
+    if convention is None:
+        return usfm
+    first_pass = QuotationMarkDenormalizationFirstPass(convention)
+    parse_usfm(usfm, first_pass)
+    found = dict(first_pass.find_best_chapter_strategies())
+    # The settings index strategies by chapter number - 1; chapters the pass did not see apply fully.
+    strategies = [
+        found.get(chapter, QuotationMarkUpdateStrategy.APPLY_FULL)
+        for chapter in range(1, max(found, default=0) + 1)
+    ]
+    handler = QuotationMarkDenormalizationUsfmUpdateBlockHandler(
+        convention, QuotationMarkUpdateSettings(chapter_strategies=strategies)
+    )
+    updater = UpdateUsfmParserHandler(update_block_handlers=[handler])
+    parse_usfm(usfm, updater)
+    return str(updater.get_usfm())

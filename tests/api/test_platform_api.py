@@ -8,6 +8,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+from serval_api.db.models import Build
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
 
 
@@ -17,6 +18,19 @@ def job_stub(api: RunningApi) -> platform_pb2_grpc.TranslationPlatformApiStub:
 
 def as_job(api: RunningApi) -> tuple[tuple[str, str]]:
     return (("authorization", f"Bearer {api.launcher.specs[-1].job_token}"),)
+
+
+def stored_build(api: RunningApi, build_id: str) -> Build:
+    assert api.service.services is not None
+    db = api.service.services.db
+
+    async def read() -> Build:
+        async with db.session() as s:
+            build = await s.get(Build, build_id)
+            assert build is not None
+            return build
+
+    return api.run(read())
 
 
 def test_lifecycle_through_the_platform_api(api: RunningApi, client: httpx.Client) -> None:
@@ -166,7 +180,7 @@ def test_phases_execution_data_and_corpus_size(api: RunningApi, client: httpx.Cl
     ]
     assert status["executionData"]["trainCount"] == 120
     assert status["executionData"]["warnings"] == ["short corpus"]
-    assert status["executionData"]["targetQuoteConvention"] == "standard_english"
+    assert stored_build(api, build["id"]).target_quote_convention == "standard_english"
     assert client.get(base).json()["corpusSize"] == 120
 
     for call in (

@@ -142,6 +142,7 @@ def test_rows_appear_when_the_build_completes(api: RunningApi, owner: httpx.Clie
         "sourceRefs": ["MAT:2"],
         "targetRefs": ["MAT:2"],
         "translation": f"sw {ENG_MAT[1][:20]}",
+        "confidence": 0.5,
     }
     assert [row["translation"] for row in served] == [row["translation"] for row in rows], "source order"
 
@@ -262,23 +263,21 @@ def test_usfm_of_a_paratext_source(api: RunningApi, owner: httpx.Client) -> None
     assert owner.get(url).status_code == 409
     job.completed()
 
-    response = owner.get(url, params={"textOrigin": "OnlyPretranslated"})
+    response = owner.get(url, params={"textOrigin": "OnlyPretranslated", "template": "Source"})
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     lines = response.text.splitlines()
     assert lines == ["\\id MAT", "\\c 1", "\\p", "\\v 1", "\\v 2 Tafsiri 2.", "\\v 3 Tafsiri 3."]
-    assert (
-        owner.get(url, params={"textOrigin": "PreferPretranslated", "template": "Source"}).text
-        == response.text
-    )
-    assert owner.get(url).text == response.text
+    kebab = {"text-origin": "PreferPretranslated", "template": "Source"}
+    assert owner.get(url, params=kebab).text == response.text, "Serval's kebab-case names"
 
-    for params in ({"textOrigin": "PreferExisting"}, {"textOrigin": "OnlyExisting"}, {"template": "Target"}):
-        refusal = owner.get(url, params=params)
-        assert refusal.status_code == 400, params
-        assert "not served here" in refusal.json()["message"]
-    auto = owner.get(url, params={"template": "Auto"})
-    assert auto.status_code == 400 and "target Paratext project" in auto.json()["message"]
+    target_book = ["\\id MAT", "\\c 1", "\\p", f"\\v 1 {SWH_MAT[0]}"]
+    assert owner.get(url).text.splitlines() == target_book, (
+        "Auto, PreferExisting: the target project's book (which has only verse 1), its own text kept"
+    )
+    existing = owner.get(url, params={"template": "Target", "text-origin": "OnlyExisting"})
+    assert existing.status_code == 200 and existing.text.splitlines() == target_book
+    assert owner.get(url, params={"template": "Sideways"}).status_code == 400
     assert owner.get(url.replace("/MAT/", "/LUK/")).status_code == 204
 
 
@@ -287,7 +286,7 @@ def test_usfm_needs_a_paratext_source(api: RunningApi, owner: httpx.Client) -> N
     start_build(api, owner, engine_id, pc_id).completed()
     response = owner.get(f"{ENGINES}/{engine_id}/parallel-corpora/{pc_id}/pretranslations/MAT/usfm")
     assert response.status_code == 400
-    assert "not a Paratext project" in response.json()["message"]
+    assert "Paratext" in response.json()["message"]
 
 
 def test_deleting_the_engine_deletes_its_rows(api: RunningApi, owner: httpx.Client) -> None:

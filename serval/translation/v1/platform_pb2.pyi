@@ -103,6 +103,26 @@ class UpdateTargetQuoteConventionRequest(_message.Message):
     target_quote_convention: str
     def __init__(self, engine_id: _Optional[str] = ..., build_id: _Optional[str] = ..., target_quote_convention: _Optional[str] = ...) -> None: ...
 
+class UpdateParallelCorpusAnalysisRequest(_message.Message):
+    __slots__ = ("engine_id", "build_id", "parallel_corpus_analysis")
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    BUILD_ID_FIELD_NUMBER: _ClassVar[int]
+    PARALLEL_CORPUS_ANALYSIS_FIELD_NUMBER: _ClassVar[int]
+    engine_id: str
+    build_id: str
+    parallel_corpus_analysis: _containers.RepeatedCompositeFieldContainer[ParallelCorpusAnalysisResult]
+    def __init__(self, engine_id: _Optional[str] = ..., build_id: _Optional[str] = ..., parallel_corpus_analysis: _Optional[_Iterable[_Union[ParallelCorpusAnalysisResult, _Mapping]]] = ...) -> None: ...
+
+class ParallelCorpusAnalysisResult(_message.Message):
+    __slots__ = ("parallel_corpus_id", "target_quote_convention", "source_quote_convention")
+    PARALLEL_CORPUS_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_QUOTE_CONVENTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_QUOTE_CONVENTION_FIELD_NUMBER: _ClassVar[int]
+    parallel_corpus_id: str
+    target_quote_convention: str
+    source_quote_convention: str
+    def __init__(self, parallel_corpus_id: _Optional[str] = ..., target_quote_convention: _Optional[str] = ..., source_quote_convention: _Optional[str] = ...) -> None: ...
+
 class InsertPretranslationsRequest(_message.Message):
     __slots__ = ("engine_id", "corpus_id", "text_id", "source_refs", "target_refs", "translation", "source_tokens", "translation_tokens", "alignment", "confidence")
     ENGINE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -87,6 +87,11 @@ class TranslationPlatformApiStub:
                 request_serializer=serval_dot_translation_dot_v1_dot_platform__pb2.InsertPretranslationsRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.UpdateParallelCorpusAnalysis = channel.unary_unary(
+                '/serval.translation.v1.TranslationPlatformApi/UpdateParallelCorpusAnalysis',
+                request_serializer=serval_dot_translation_dot_v1_dot_platform__pb2.UpdateParallelCorpusAnalysisRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class TranslationPlatformApiServicer:
@@ -154,6 +159,13 @@ class TranslationPlatformApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateParallelCorpusAnalysis(self, request, context):
+        """This project's own: the quotation-mark convention found in each corpus's target text.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TranslationPlatformApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +217,11 @@ def add_TranslationPlatformApiServicer_to_server(servicer, server):
             'InsertPretranslations': grpc.stream_unary_rpc_method_handler(
                     servicer.InsertPretranslations,
                     request_deserializer=serval_dot_translation_dot_v1_dot_platform__pb2.InsertPretranslationsRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'UpdateParallelCorpusAnalysis': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateParallelCorpusAnalysis,
+                    request_deserializer=serval_dot_translation_dot_v1_dot_platform__pb2.UpdateParallelCorpusAnalysisRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             ),
     }
@@ -479,6 +496,33 @@ class TranslationPlatformApi:
             target,
             '/serval.translation.v1.TranslationPlatformApi/InsertPretranslations',
             serval_dot_translation_dot_v1_dot_platform__pb2.InsertPretranslationsRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateParallelCorpusAnalysis(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.translation.v1.TranslationPlatformApi/UpdateParallelCorpusAnalysis',
+            serval_dot_translation_dot_v1_dot_platform__pb2.UpdateParallelCorpusAnalysisRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
             options,
             channel_credentials,
