@@ -490,7 +490,7 @@ def denormalize_quotation_marks(usfm: str, convention_name: str) -> str:
     """The pretranslations' quotation marks, written by the model in the normalized form of the
     target's convention, turned into the convention itself, chapter by chapter where sil-machine's
     first pass finds that safe (as Serval does)."""
-    from machine.corpora import UpdateUsfmParserHandler, parse_usfm
+    from machine.corpora import UpdateUsfmMarkerBehavior, UpdateUsfmParserHandler, parse_usfm
     from machine.punctuation_analysis import (
         STANDARD_QUOTE_CONVENTIONS,
         QuotationMarkDenormalizationFirstPass,
@@ -513,6 +513,10 @@ def denormalize_quotation_marks(usfm: str, convention_name: str) -> str:
     handler = QuotationMarkDenormalizationUsfmUpdateBlockHandler(
         convention, QuotationMarkUpdateSettings(chapter_strategies=strategies)
     )
-    updater = UpdateUsfmParserHandler(update_block_handlers=[handler])
+    # The update pass already applied the marker behaviors: this pass keeps every marker it finds.
+    keep = UpdateUsfmMarkerBehavior.PRESERVE
+    updater = UpdateUsfmParserHandler(
+        paragraph_behavior=keep, embed_behavior=keep, style_behavior=keep, update_block_handlers=[handler]
+    )
     parse_usfm(usfm, updater)
     return str(updater.get_usfm())
