@@ -198,3 +198,65 @@ def test_phases_execution_data_and_corpus_size(api: RunningApi, client: httpx.Cl
             "a job token reaches only its own engine"
         )
     assert client.get(f"/translation/engines/{other['id']}").json()["corpusSize"] == 0
+
+
+def test_quote_convention_reports(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client)
+    other = create_engine(client)
+    build = client.post(f"/translation/engines/{engine['id']}/builds", json={}).json()
+    job, auth = job_stub(api), as_job(api)
+
+    def analysis(engine_id: str, *entries: platform_pb2.ParallelCorpusAnalysisResult) -> None:
+        job.UpdateParallelCorpusAnalysis(
+            platform_pb2.UpdateParallelCorpusAnalysisRequest(
+                engine_id=engine_id, build_id=build["id"], parallel_corpus_analysis=entries
+            ),
+            metadata=auth,
+        )
+
+    result = platform_pb2.ParallelCorpusAnalysisResult
+    analysis(
+        engine["id"],
+        result(parallel_corpus_id="pc1", target_quote_convention="standard_french"),
+        result(parallel_corpus_id="pc2", target_quote_convention=""),
+        result(
+            parallel_corpus_id="pc3", target_quote_convention="not_a_convention", source_quote_convention="x"
+        ),
+    )
+    assert stored_build(api, build["id"]).analysis == [
+        {
+            "parallelCorpusRef": "pc1",
+            "targetQuoteConvention": "standard_french",
+            "canDenormalizeQuotes": True,
+        },
+        {"parallelCorpusRef": "pc2", "targetQuoteConvention": "", "canDenormalizeQuotes": False},
+        {
+            "parallelCorpusRef": "pc3",
+            "targetQuoteConvention": "not_a_convention",
+            "canDenormalizeQuotes": False,
+            "sourceQuoteConvention": "x",
+        },
+    ]
+    job.UpdateTargetQuoteConvention(
+        platform_pb2.UpdateTargetQuoteConventionRequest(engine_id=engine["id"], build_id=build["id"]),
+        metadata=auth,
+    )
+    assert stored_build(api, build["id"]).target_quote_convention is None, "no convention found"
+
+    for call, code in (
+        (lambda: analysis(other["id"]), grpc.StatusCode.PERMISSION_DENIED),
+        (lambda: analysis(engine["id"], result(parallel_corpus_id="")), grpc.StatusCode.INVALID_ARGUMENT),
+        (
+            lambda: analysis(engine["id"], result(parallel_corpus_id="pc", target_quote_convention="x" * 65)),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ),
+    ):
+        with pytest.raises(grpc.RpcError) as error:
+            call()
+        assert error.value.code() == code
+    with pytest.raises(grpc.RpcError) as error:
+        job.UpdateParallelCorpusAnalysis(
+            platform_pb2.UpdateParallelCorpusAnalysisRequest(engine_id=engine["id"], build_id=build["id"]),
+            metadata=(("authorization", "Bearer wrong"),),
+        )
+    assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
