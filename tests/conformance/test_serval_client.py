@@ -109,11 +109,31 @@ def hooks() -> Iterator[HookReceiver]:
 def only_text(text_id: str) -> Any:
     """The rows a `text-id` (or `{textId}`) filter leaves must all be of that text."""
 
-    def problems(rows: list[dict[str, Any]]) -> list[str]:
-        other = sorted({row["textId"] for row in rows if row["textId"] != text_id})
+    def problems(rows: Any) -> list[str]:
+        texts = (
+            {row.get("textId") if isinstance(row, dict) else None for row in rows}
+            if isinstance(rows, list)
+            else set()
+        )
+        other = sorted(str(t) for t in texts - {text_id})
         return [f"$: rows of {other} though the client asked for text {text_id}"] if other else []
 
     return problems
+
+
+def lists_build(build_id: str) -> Any:
+    """The feed without its filter would list it too; with `created-after` before the build it must."""
+
+    def problems(builds: Any) -> list[str]:
+        ids = [b.get("id") for b in builds if isinstance(b, dict)] if isinstance(builds, list) else []
+        return [] if build_id in ids else [f"$: build {build_id} is not in the feed"]
+
+    return problems
+
+
+def finished(build: Any) -> list[str]:
+    state = build.get("state") if isinstance(build, dict) else None
+    return [] if state in ("Completed", "Faulted", "Canceled") else [f"$.state: {state!r} is not finished"]
 
 
 def usfm_text(response: httpx.Response) -> list[str]:
@@ -259,16 +279,12 @@ class Scenario:
         w.call(
             "TranslationBuilds.GetAllBuildsCreatedAfter",
             query={"created-after": client_date(began)},
-            extra_check=lambda builds: (
-                [] if build_id in [b["id"] for b in builds] else [f"$: build {build_id} is not in the feed"]
-            ),
+            extra_check=lists_build(build_id),
         )
         w.call(
             "TranslationBuilds.GetNextFinishedBuild",
             query={"finished-after": client_date(began)},
-            extra_check=lambda b: (
-                [] if b["state"] in ("Completed", "Faulted", "Canceled") else [f"$.state: {b['state']}"]
-            ),
+            extra_check=finished,
         )
 
         if warm_up is not None:
