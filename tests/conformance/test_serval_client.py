@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,7 +32,7 @@ from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi
 from tests.api.test_pretranslations import Job
-from tests.conformance.report import Report, Walker
+from tests.conformance.report import BodyCheck, Report, Walker
 from tests.conformance.serval_client import BASE_PATH, OPERATIONS_BY_KEY
 from tests.helpers import EBIBLE
 
@@ -106,7 +106,7 @@ def hooks() -> Iterator[HookReceiver]:
         receiver.close()
 
 
-def only_text(text_id: str) -> Any:
+def only_text(text_id: str) -> BodyCheck:
     """The rows a `text-id` (or `{textId}`) filter leaves must all be of that text."""
 
     def problems(rows: Any) -> list[str]:
@@ -121,7 +121,7 @@ def only_text(text_id: str) -> Any:
     return problems
 
 
-def lists_build(build_id: str) -> Any:
+def lists_build(build_id: str) -> BodyCheck:
     """The feed without its filter would list it too; with `created-after` before the build it must."""
 
     def problems(builds: Any) -> list[str]:
@@ -149,7 +149,12 @@ class Scenario:
         self.w = walker
         self.engine_type = engine_type
 
-    def run(self, hook_url: str, complete_build: Any = None, warm_up: Any = None) -> None:
+    def run(
+        self,
+        hook_url: str,
+        complete_build: Callable[[dict[str, Any]], None] | None = None,
+        warm_up: Callable[[str], None] | None = None,
+    ) -> None:
         w = self.w
         began = datetime.now(UTC) - timedelta(seconds=2)
 
@@ -388,7 +393,7 @@ def start_node(api: RunningApi, home: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def play_nmt_build(api: RunningApi, model_dir: Path) -> Any:
+def play_nmt_build(api: RunningApi, model_dir: Path) -> Callable[[dict[str, Any]], None]:
     """What an inference-only build job does: started, the model revision published, the
     pretranslations of the export streamed, completed."""
 
@@ -416,7 +421,7 @@ def play_nmt_build(api: RunningApi, model_dir: Path) -> Any:
     return complete
 
 
-def wait_until_translating(client: httpx.Client, timeout_s: float = 90) -> Any:
+def wait_until_translating(client: httpx.Client, timeout_s: float = 90) -> Callable[[str], None]:
     """Until the node has joined and loaded the revision (not recorded: the walk's own Translate
     call is the one checked)."""
 
