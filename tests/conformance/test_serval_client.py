@@ -1,0 +1,456 @@
+"""Serval's own client against this service: every translation operation of the generated
+`Serval.Client` (tests/conformance/serval_client.py), called in a sensible order as an ordinary
+REST client with an API key, for an `echo` and an `nmt` engine. Each call must answer a status the
+client accepts, with a body the client can deserialize.
+
+The echo walk needs no inference node, so it runs on both databases. The nmt walk runs a real
+inference node process with the tiny NLLB model; its build is played through the platform gRPC API
+with the build's job token (model published, pretranslations streamed), as a build job would.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import ctranslate2
+import httpx
+import pytest
+
+from serval_api.auth import ALL_SCOPES
+from serval_api.service.keys import create_node_token
+from serval_cli import processes
+from serval_common.manifest import Manifest, publish_folder
+from serval_common.store import open_store
+from tests.api.conftest import RunningApi
+from tests.api.test_pretranslations import Job
+from tests.conformance.report import BodyCheck, Report, Walker
+from tests.conformance.serval_client import BASE_PATH, OPERATIONS_BY_KEY
+from tests.helpers import EBIBLE
+
+SEGMENT = "Blessed are the peacemakers, for they shall be called children of God."
+BOOKS = {"MAT": (1, 3), "MRK": (1072, 2)}
+"""Lines of the shared NT corpus (first line, count): MAT 1:1–3 and MRK 1:1–2."""
+E = "TranslationEngines"
+
+
+def verses(name: str, book: str) -> list[str]:
+    first, count = BOOKS[book]
+    lines = (EBIBLE / name).read_text(encoding="utf-8").split("\n")
+    return lines[first - 1 : first - 1 + count]
+
+
+def text_file(lines: list[str]) -> bytes:
+    return "".join(f"{line}\n" for line in lines).encode()
+
+
+def paratext_project(lines: list[str]) -> bytes:
+    """A Paratext project zip as sil-machine reads it: Settings.xml and one USFM book, MAT."""
+    settings = (
+        "<ScriptureText><Name>CNF</Name><Encoding>65001</Encoding><Versification>4</Versification>"
+        '<Naming PrePart="" PostPart="CNF.SFM" BookNameForm="MAT" /></ScriptureText>'
+    )
+    usfm = "\\id MAT\n\\c 1\n\\p\n" + "".join(f"\\v {n} {line}\n" for n, line in enumerate(lines, 1))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("Settings.xml", settings)
+        archive.writestr("MATCNF.SFM", usfm)
+    return buffer.getvalue()
+
+
+def client_date(moment: datetime) -> str:
+    """The generated client's format for `created-after` and `finished-after`."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+class HookReceiver:
+    """A loopback endpoint a webhook can deliver to; it keeps what it was sent."""
+
+    def __init__(self) -> None:
+        received = self.received = list[tuple[dict[str, str], bytes]]()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                received.append((dict(self.headers), self.rfile.read(length)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/serval-hooks"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def hooks() -> Iterator[HookReceiver]:
+    receiver = HookReceiver()
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+
+
+def only_text(text_id: str) -> BodyCheck:
+    """The rows a `text-id` (or `{textId}`) filter leaves must all be of that text."""
+
+    def problems(rows: Any) -> list[str]:
+        texts = (
+            {row.get("textId") if isinstance(row, dict) else None for row in rows}
+            if isinstance(rows, list)
+            else set()
+        )
+        other = sorted(str(t) for t in texts - {text_id})
+        return [f"$: rows of {other} though the client asked for text {text_id}"] if other else []
+
+    return problems
+
+
+def lists_build(build_id: str) -> BodyCheck:
+    """The feed without its filter would list it too; with `created-after` before the build it must."""
+
+    def problems(builds: Any) -> list[str]:
+        ids = [b.get("id") for b in builds if isinstance(b, dict)] if isinstance(builds, list) else []
+        return [] if build_id in ids else [f"$: build {build_id} is not in the feed"]
+
+    return problems
+
+
+def finished(build: Any) -> list[str]:
+    state = build.get("state") if isinstance(build, dict) else None
+    return [] if state in ("Completed", "Faulted", "Canceled") else [f"$.state: {state!r} is not finished"]
+
+
+def usfm_text(response: httpx.Response) -> list[str]:
+    return [] if response.text.startswith("\\id MAT") else [f"not USFM of MAT: {response.text[:120]!r}"]
+
+
+class Scenario:
+    """The walk over every operation for one engine type. `complete_build` plays the build job
+    where the engine type needs one (nmt); `warm_up` waits until the engine can translate."""
+
+    def __init__(self, api: RunningApi, walker: Walker, engine_type: str) -> None:
+        self.api = api
+        self.w = walker
+        self.engine_type = engine_type
+
+    def run(
+        self,
+        hook_url: str,
+        complete_build: Callable[[dict[str, Any]], None] | None = None,
+        warm_up: Callable[[str], None] | None = None,
+    ) -> None:
+        w = self.w
+        began = datetime.now(UTC) - timedelta(seconds=2)
+
+        w.call("Status.GetPing")
+        w.call("Status.GetHealth")
+        w.call("Status.GetDeploymentInfo")
+
+        hook = w.call(
+            "Webhooks.Create",
+            json_body={
+                "payloadUrl": hook_url,
+                "secret": "conformance-secret",
+                "events": ["TranslationBuildStarted", "TranslationBuildFinished"],
+            },
+        )
+        hook_id = w.id_of(hook, "hook")
+        w.call("Webhooks.GetAll")
+        w.call("Webhooks.Get", {"id": hook_id})
+
+        files = {
+            "en-MAT": self.upload("MAT.txt", text_file(verses("engwebp.txt", "MAT"))),
+            "en-MRK": self.upload("MRK.txt", text_file(verses("engwebp.txt", "MRK"))),
+            "sw-MAT": self.upload("MAT.txt", text_file(verses("swh1850.txt", "MAT")[:1])),
+            "sw-MRK": self.upload("MRK.txt", text_file(verses("swh1850.txt", "MRK")[:1])),
+            "en-pt": self.upload("en.zip", paratext_project(verses("engwebp.txt", "MAT")), "Paratext"),
+            "sw-pt": self.upload("sw.zip", paratext_project(verses("swh1850.txt", "MAT")[:1]), "Paratext"),
+        }
+        w.call("DataFiles.GetAll")
+        w.call("DataFiles.Get", {"id": files["en-MRK"]})
+        w.call(
+            "DataFiles.Update",
+            {"id": files["en-MRK"]},
+            files={"file": ("MRK.txt", text_file(verses("engwebp.txt", "MRK")))},
+        )
+        expected_bytes = text_file(verses("engwebp.txt", "MAT"))
+        w.call(
+            "DataFiles.Download",
+            {"id": files["en-MAT"]},
+            extra_check=lambda r: [] if r.content == expected_bytes else [f"other bytes: {r.content[:80]!r}"],
+        )
+
+        text_refs = {
+            lang: [{"fileId": files[f"{lang}-{book}"], "textId": book} for book in BOOKS]
+            for lang in ("en", "sw")
+        }
+        corpora = {lang: self.corpus(lang, text_refs[lang]) for lang in ("en", "sw")}
+        corpora |= {
+            f"{lang}-pt": self.corpus(lang, [{"fileId": files[f"{lang}-pt"]}]) for lang in ("en", "sw")
+        }
+        w.call("Corpora.GetAll")
+        w.call("Corpora.Get", {"id": corpora["en"]})
+        w.call("Corpora.Update", {"id": corpora["en"]}, json_body=text_refs["en"])
+
+        engine_config: dict[str, Any] = {
+            "name": f"conformance {self.engine_type}",
+            "sourceLanguage": "en",
+            "targetLanguage": "sw",
+            "type": self.engine_type,
+        }
+        if self.engine_type == "nmt":
+            engine_config["isModelPersisted"] = True
+        engine_id = w.id_of(w.call(f"{E}.Create", json_body=engine_config), "engine")
+        engine = {"id": engine_id}
+        w.call(f"{E}.GetAll")
+        w.call(f"{E}.Get", engine)
+        w.call(f"{E}.Update", engine, json_body={"sourceLanguage": "en", "targetLanguage": "sw"})
+
+        w.call("TranslationEngineTypes.GetQueue", {"engineType": self.engine_type})
+        w.call("TranslationEngineTypes.GetLanguageInfo", {"engineType": self.engine_type, "language": "sw"})
+
+        pc_body = {"sourceCorpusIds": [corpora["en"]], "targetCorpusIds": [corpora["sw"]]}
+        text_pc = w.id_of(
+            w.call(f"{E}.AddParallelCorpus", engine, json_body={"name": "text", **pc_body}), "text-pc"
+        )
+        paratext_pc = w.id_of(
+            w.call(
+                f"{E}.AddParallelCorpus",
+                engine,
+                json_body={
+                    "name": "paratext",
+                    "sourceCorpusIds": [corpora["en-pt"]],
+                    "targetCorpusIds": [corpora["sw-pt"]],
+                },
+            ),
+            "paratext-pc",
+        )
+        w.call(f"{E}.GetAllParallelCorpora", engine)
+        w.call(f"{E}.GetParallelCorpus", {**engine, "parallelCorpusId": text_pc})
+        w.call(f"{E}.UpdateParallelCorpus", {**engine, "parallelCorpusId": text_pc}, json_body=pc_body)
+
+        corpus_files = {
+            "sourceFiles": [{"fileId": files["en-pt"], "textId": "MAT"}],
+            "targetFiles": [{"fileId": files["sw-pt"], "textId": "MAT"}],
+        }
+        added = w.call(
+            f"{E}.AddCorpus",
+            engine,
+            json_body={"name": "legacy", "sourceLanguage": "en", "targetLanguage": "sw", **corpus_files},
+        )
+        engine_corpus = w.id_of(added, "engine-corpus")
+        w.call(f"{E}.GetAllCorpora", engine)
+        w.call(f"{E}.GetCorpus", {**engine, "corpusId": engine_corpus})
+        w.call(f"{E}.UpdateCorpus", {**engine, "corpusId": engine_corpus}, json_body=corpus_files)
+
+        pretranslate: list[dict[str, Any]] = [
+            {"parallelCorpusId": text_pc},
+            {"parallelCorpusId": paratext_pc},
+        ]
+        if added.is_success:
+            pretranslate.append({"corpusId": engine_corpus})
+        started = w.call(
+            f"{E}.StartBuild",
+            engine,
+            json_body={"name": "first", "trainOn": [], "pretranslate": pretranslate},
+        )
+        build_id = w.id_of(started, "build")
+        if complete_build is not None and started.is_success:
+            complete_build(started.json())
+        build = w.call(f"{E}.GetBuild", {**engine, "buildId": build_id})
+        if build.is_success:
+            w.call(
+                f"{E}.GetBuild",
+                {**engine, "buildId": build_id},
+                query={"min-revision": str(build.json()["revision"])},
+            )
+        w.call(f"{E}.GetAllBuilds", engine)
+        w.call(
+            "TranslationBuilds.GetAllBuildsCreatedAfter",
+            query={"created-after": client_date(began)},
+            extra_check=lists_build(build_id),
+        )
+        w.call(
+            "TranslationBuilds.GetNextFinishedBuild",
+            query={"finished-after": client_date(began)},
+            extra_check=finished,
+        )
+
+        if warm_up is not None:
+            warm_up(engine_id)
+        w.call(f"{E}.Translate", engine, json_body=SEGMENT, send_json=True, timeout_s=60)
+        w.call(f"{E}.TranslateN", {**engine, "n": "3"}, json_body=SEGMENT, send_json=True, timeout_s=60)
+        w.call(f"{E}.GetWordGraph", engine, json_body=SEGMENT, send_json=True, timeout_s=60)
+        w.call(
+            f"{E}.TrainSegment",
+            engine,
+            json_body={"sourceSegment": SEGMENT, "targetSegment": "Heri wapatanishi.", "sentenceStart": True},
+        )
+        w.call(f"{E}.GetModelDownloadUrl", engine)
+
+        usfm_query = {
+            "text-origin": "OnlyPretranslated",
+            "template": "Source",
+            "paragraph-marker-behavior": "Preserve",
+            "embed-behavior": "Preserve",
+            "style-marker-behavior": "Strip",
+            "quotation-mark-behavior": "Denormalized",
+        }
+        text = {**engine, "parallelCorpusId": text_pc}
+        w.call(f"{E}.GetAllPretranslations", text, query={"text-id": "MAT"}, extra_check=only_text("MAT"))
+        w.call(f"{E}.GetPretranslationsByTextId", {**text, "textId": "MRK"}, extra_check=only_text("MRK"))
+        w.call(
+            f"{E}.GetPretranslatedUsfm",
+            {**engine, "parallelCorpusId": paratext_pc, "textId": "MAT"},
+            query=usfm_query,
+            extra_check=usfm_text,
+        )
+        legacy = {**engine, "corpusId": engine_corpus}
+        w.call(
+            f"{E}.GetAllCorpusPretranslations", legacy, query={"text-id": "MAT"}, extra_check=only_text("MAT")
+        )
+        w.call(
+            f"{E}.GetCorpusPretranslationsByTextId", {**legacy, "textId": "MAT"}, extra_check=only_text("MAT")
+        )
+        w.call(
+            f"{E}.GetCorpusPretranslatedUsfm",
+            {**legacy, "textId": "MAT"},
+            query=usfm_query,
+            extra_check=usfm_text,
+        )
+
+        w.call(f"{E}.StartBuild", engine, json_body={"name": "to cancel"})
+        w.call(f"{E}.GetCurrentBuild", engine)
+        w.call(f"{E}.CancelBuild", engine)
+
+        w.call(f"{E}.DeleteCorpus", {**engine, "corpusId": engine_corpus}, query={"delete-files": "false"})
+        w.call(f"{E}.DeleteParallelCorpus", {**engine, "parallelCorpusId": paratext_pc})
+        w.call("Webhooks.Delete", {"id": hook_id})
+        w.call(f"{E}.Delete", engine)
+        for corpus_id in corpora.values():
+            w.call("Corpora.Delete", {"id": corpus_id})
+        for file_id in files.values():
+            w.call("DataFiles.Delete", {"id": file_id})
+
+    def upload(self, name: str, data: bytes, file_format: str = "Text") -> str:
+        response = self.w.call(
+            "DataFiles.Create", files={"file": (name, data)}, data={"format": file_format, "name": name}
+        )
+        return self.w.id_of(response, name)
+
+    def corpus(self, language: str, files: list[dict[str, str]]) -> str:
+        response = self.w.call(
+            "Corpora.Create", json_body={"name": language, "language": language, "files": files}
+        )
+        return self.w.id_of(response, f"corpus-{language}")
+
+
+def rest_client(api: RunningApi) -> httpx.Client:
+    """An ordinary client: the service's root URL and an API key with every scope."""
+    return httpx.Client(
+        base_url=api.rest_url, headers={"X-API-Key": api.api_key(scopes=ALL_SCOPES)}, timeout=30
+    )
+
+
+def assert_conformant(walker: Walker, report: Report) -> None:
+    missing = set(OPERATIONS_BY_KEY) - walker.called()
+    assert not missing, f"operations the walk never called: {sorted(missing)}"
+    failures = report.failures(walker.engine_type)
+    assert not failures, f"{len(failures)} problems for {walker.engine_type}:\n" + "\n".join(failures)
+
+
+def test_echo_engine(api: RunningApi, report: Report, hooks: HookReceiver) -> None:
+    with rest_client(api) as client:
+        walker = Walker(client, "echo", report)
+        Scenario(api, walker, "echo").run(hooks.url)
+    assert_conformant(walker, report)
+
+
+def start_node(api: RunningApi, home: Path) -> subprocess.Popen[bytes]:
+    assert api.service.services is not None
+    _, token = api.run(create_node_token(api.service.services.db, "conformance"))
+    store = (api.service.settings.home / "store").resolve().as_uri()
+    return processes.start(
+        ["node", "--home", str(home), "--api-address", api.grpc_target, "--node-id", "conformance"],
+        home / "node.log",
+        {"SERVAL_NODE__TOKEN": token, "SERVAL_STORE__URL": store},
+    )
+
+
+def play_nmt_build(api: RunningApi, model_dir: Path) -> Callable[[dict[str, Any]], None]:
+    """What an inference-only build job does: started, the model revision published, the
+    pretranslations of the export streamed, completed."""
+
+    def complete(build: dict[str, Any]) -> None:
+        spec = api.launcher.specs[-1]
+        assert spec.build_id == build["id"]
+        job = Job(api, build)
+        job.started()
+        manifest = Manifest(
+            kind="model-revision",
+            engine_id=spec.engine_id,
+            revision=spec.revision,
+            build_id=spec.build_id,
+            source_language="eng_Latn",
+            target_language="swh_Latn",
+            ctranslate2_version=ctranslate2.__version__,
+            quantization="int8",
+        )
+        store = open_store((api.service.settings.home / "store").resolve().as_uri())
+        publish_folder(store, f"models/{spec.engine_id}/{spec.revision}", model_dir, manifest)
+        rows = job.source_rows()
+        job.insert([{**row, "translation": f"Tafsiri {n}.", "confidence": 0.5} for n, row in enumerate(rows)])
+        job.completed()
+
+    return complete
+
+
+def wait_until_translating(client: httpx.Client, timeout_s: float = 90) -> Callable[[str], None]:
+    """Until the node has joined and loaded the revision (not recorded: the walk's own Translate
+    call is the one checked)."""
+
+    def wait(engine_id: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status = client.post(
+                f"{BASE_PATH}/translation/engines/{engine_id}/translate", json=SEGMENT, timeout=60
+            ).status_code
+            if status == 200 or status not in (409, 503):
+                return
+            time.sleep(0.25)
+
+    return wait
+
+
+@pytest.mark.sqlite_pass_only
+def test_nmt_engine(
+    api: RunningApi, report: Report, hooks: HookReceiver, tiny_ct2_model: Path, tmp_path: Path
+) -> None:
+    node = start_node(api, tmp_path / "node")
+    try:
+        with rest_client(api) as client:
+            walker = Walker(client, "nmt", report)
+            Scenario(api, walker, "nmt").run(
+                hooks.url,
+                complete_build=play_nmt_build(api, tiny_ct2_model),
+                warm_up=wait_until_translating(client),
+            )
+    finally:
+        processes.stop(node)
+    assert_conformant(walker, report)
