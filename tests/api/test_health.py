@@ -117,7 +117,7 @@ def test_a_check_that_hangs_is_cut_short(client: httpx.Client, monkeypatch: pyte
     monkeypatch.setattr(status, "store_from_settings", lambda settings: BrokenStore(delay_s=1.5))
     since = time.monotonic()
     answer = client.get("/status/health")
-    assert time.monotonic() - since < 1.2
+    assert time.monotonic() - since < 1.45
     assert answer.status_code == 503
     store = answer.json()["results"]["modelStore"]
     assert (store["status"], store["exception"]) == ("Unhealthy", "TimeoutError")
