@@ -144,7 +144,7 @@ _CONTENTS: dict[str, Any] = {
             "description": "The file's bytes",
             "content": {
                 media_type: {"schema": {"type": "string", "format": "binary"}}
-                for media_type in sorted(set(CONTENT_TYPES.values()))
+                for media_type in sorted({t.partition(";")[0] for t in CONTENT_TYPES.values()})
             },
         }
     },
