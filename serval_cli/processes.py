@@ -140,7 +140,8 @@ class RestClient:
             if process.poll() is not None:
                 raise RuntimeError(f"the inference node exited with code {process.returncode}")
             code, payload = self.call("GET", "/api/v1/status/health", timeout_s=5)
-            if code == 200 and payload.get("results", {}).get("nodes", "0") != "0":
+            nodes = payload.get("results", {}).get("nodes", {}).get("data", {})
+            if code == 200 and nodes.get("connected", "0") != "0":
                 return
             time.sleep(0.2)
         raise RuntimeError(f"no inference node registered within {timeout_s:g} s")

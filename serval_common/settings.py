@@ -82,6 +82,11 @@ class ApiSettings(BaseModel):
         description="The most items one list in a request may hold (a corpus's files, corpus ids, "
         "filters, text ids, chapters, refs, warnings); more answer 400 / INVALID_ARGUMENT.",
     )
+    deployment_environment: str = Field(
+        default="Production",
+        description="The environment `GET /api/v1/status/deployment-info` names (Serval's "
+        "`aspNetCoreEnvironment`): Production, Staging, Development, …",
+    )
     tls_cert_file: Path | None = Field(
         default=None,
         description="PEM certificate (chain); with `tls_key_file`, gRPC and REST serve TLS on their ports.",

@@ -18,8 +18,16 @@ SERVICE_NAMES = (
 )
 
 
+_STATUS = {
+    status.HealthStatus.HEALTHY: health_pb2.HEALTHY,
+    status.HealthStatus.DEGRADED: health_pb2.DEGRADED,
+    status.HealthStatus.UNHEALTHY: health_pb2.UNHEALTHY,
+}
+
+
 class HealthApi(health_pb2_grpc.HealthApiServicer):
-    """Unauthenticated, like grpc.health.v1, so orchestrators can probe it."""
+    """Unauthenticated, like grpc.health.v1, so orchestrators can probe it. The REST report's entries
+    travel flattened: `data[name]` is an entry's status, `data["name.key"]` its data."""
 
     def __init__(self, services: Services) -> None:
         self._services = services
@@ -28,11 +36,18 @@ class HealthApi(health_pb2_grpc.HealthApiServicer):
         self, request: empty_pb2.Empty, context: grpc.aio.ServicerContext
     ) -> health_pb2.HealthCheckResponse:
         report = await status.health(self._services)
-        if not report.healthy:
-            code = health_pb2.UNHEALTHY
-        else:
-            code = health_pb2.DEGRADED if report.degraded else health_pb2.HEALTHY
-        return health_pb2.HealthCheckResponse(status=code, data=report.data, error=report.error)
+        data: dict[str, str] = {}
+        failures = []
+        for name, entry in report.entries.items():
+            data[name] = entry.status.label
+            data.update({f"{name}.{key}": value for key, value in entry.data.items()})
+            if entry.description:
+                data[f"{name}.description"] = entry.description
+            if entry.exception:
+                failures.append(f"{name}: {entry.exception}")
+        return health_pb2.HealthCheckResponse(
+            status=_STATUS[report.status], data=data, error="; ".join(failures) or None
+        )
 
 
 async def add_health_services(server: grpc.aio.Server, services: Services) -> health.aio.HealthServicer:

@@ -15,6 +15,7 @@ from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
 from serval_api.rest import (
     admin,
     builds,
+    builds_feed,
     corpora,
     downloads,
     engines,
@@ -32,7 +33,18 @@ from serval_api.service import Services
 def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> FastAPI:
     app = FastAPI(title="Serval Live", version="1")
     app.state.services = services
-    for module in (engines, builds, translation, status, admin, downloads, files, corpora, parallel_corpora):
+    for module in (
+        builds_feed,
+        engines,
+        builds,
+        translation,
+        status,
+        admin,
+        downloads,
+        files,
+        corpora,
+        parallel_corpora,
+    ):
         app.include_router(module.router)
     app.include_router(pretranslations.router)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)

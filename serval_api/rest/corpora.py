@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Response, status
 
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.files_protocol import (
@@ -45,8 +47,16 @@ async def get_corpus(corpus_id: str, services: ServicesDep, caller: CallerDep) -
 
 @router.patch("/{corpus_id}", response_model=Corpus, response_model_exclude_none=True)
 async def update_corpus(
-    corpus_id: str, config: CorpusUpdateConfig, services: ServicesDep, caller: CallerDep
+    corpus_id: str,
+    config: Annotated[
+        CorpusUpdateConfig | list[CorpusFileConfig],
+        Body(description="Serval's client sends a bare array of files, which replaces the corpus's files"),
+    ],
+    services: ServicesDep,
+    caller: CallerDep,
 ) -> Corpus:
+    if isinstance(config, list):
+        config = CorpusUpdateConfig(files=config)
     corpus = await corpora.update_corpus(
         services,
         caller,

@@ -16,7 +16,7 @@ router = APIRouter(prefix="/api/v1", tags=["Translation Engines"])
 @router.get(
     "/translation/engines/{engine_id}/model-download-url",
     response_model=ModelDownloadUrl,
-    responses=errors(409),
+    responses=errors(405),
 )
 async def model_download_url(engine_id: str, services: ServicesDep, caller: CallerDep) -> ModelDownloadUrl:
     url = await downloads.model_download_url(services, caller, engine_id)

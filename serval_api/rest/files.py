@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import tempfile
+import unicodedata
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+from serval_api.auth import Caller
 from serval_api.errors import InvalidArgument, PayloadTooLarge
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.files_protocol import DataFile, file_dto
-from serval_api.service import files
+from serval_api.service import Services, files
 from serval_api.service.files import CONTENT_TYPES, FileFormat
 
 router = APIRouter(prefix="/api/v1/files", tags=["Data Files"])
@@ -133,11 +137,55 @@ async def get_file(file_id: str, services: ServicesDep, caller: CallerDep) -> Da
     return file_dto(services.settings.api_base_url, await files.get_file(services, caller, file_id))
 
 
-@router.get("/{file_id}/contents", response_class=Response)
+_CONTENTS: dict[str, Any] = {
+    "response_class": Response,
+    "responses": {
+        200: {
+            "description": "The file's bytes",
+            "content": {
+                media_type: {"schema": {"type": "string", "format": "binary"}}
+                for media_type in sorted({t.partition(";")[0] for t in CONTENT_TYPES.values()})
+            },
+        }
+    },
+}
+
+
+@router.get("/{file_id}/contents", **_CONTENTS)
 async def get_file_contents(file_id: str, services: ServicesDep, caller: CallerDep) -> Response:
+    return await _contents(services, caller, file_id)
+
+
+@router.post("/{file_id}/contents", summary="Download the file: Serval's client asks with POST", **_CONTENTS)
+async def download_file(file_id: str, services: ServicesDep, caller: CallerDep) -> Response:
+    return await _contents(services, caller, file_id)
+
+
+async def _contents(services: Services, caller: Caller, file_id: str) -> Response:
     file, data = await files.read_contents(services, caller, file_id)
-    headers = {"Content-Disposition": f'attachment; filename="{(file.name or file.id).replace(chr(34), "")}"'}
+    headers = {"Content-Disposition": content_disposition(file.name or file.id)}
     return Response(data, media_type=CONTENT_TYPES[FileFormat(file.format)], headers=headers)
+
+
+# RFC 5987 attr-char beyond letters and digits, which `quote` never escapes.
+_ATTR_CHARS = "!#$&+-.^_`|~"
+
+
+def content_disposition(filename: str) -> str:
+    """`attachment` with an ASCII `filename` for old clients and the exact name, percent-encoded
+    UTF-8, in `filename*` (RFC 6266, RFC 5987): a header value must be Latin-1, a name need not be."""
+    return f"attachment; filename=\"{_ascii_fallback(filename)}\"; filename*=UTF-8''{quote(filename, safe=_ATTR_CHARS)}"
+
+
+def _ascii_fallback(filename: str) -> str:
+    """Accents dropped (`Génesis` → `Genesis`), other non-ASCII runs, controls, quotes and
+    backslashes as `_`; a name with nothing readable left is `download` with its extension."""
+    decomposed = "".join(c for c in unicodedata.normalize("NFKD", filename) if not unicodedata.combining(c))
+    fallback = re.sub(r'[^\x20-\x7e]+|["\\]', "_", decomposed)
+    stem, dot, extension = fallback.rpartition(".")
+    if not dot:
+        stem, extension = extension, ""
+    return fallback if re.search(r"[A-Za-z0-9]", stem) else f"download{dot}{extension}"
 
 
 @router.patch(

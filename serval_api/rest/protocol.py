@@ -86,6 +86,13 @@ class Phase(Model):
     started: datetime | None = None
 
 
+class ParallelCorpusAnalysis(Model):
+    parallel_corpus_ref: str
+    source_quote_convention: str | None = None
+    target_quote_convention: str
+    can_denormalize_quotes: bool
+
+
 class TranslationBuild(Model):
     id: str
     url: str
@@ -93,6 +100,7 @@ class TranslationBuild(Model):
     name: str | None = None
     engine: ResourceLink
     step: int
+    percent_completed: float | None = None
     progress: float | None = None
     message: str | None = None
     queue_depth: int | None = None
@@ -101,10 +109,18 @@ class TranslationBuild(Model):
     pretranslate: list[dict[str, Any]] | None = None
     date_created: datetime | None = None
     date_started: datetime | None = None
+    date_completed: datetime | None = None
     date_finished: datetime | None = None
     options: dict[str, Any] | None = None
-    execution_data: dict[str, Any] | None = None
+    deployment_version: str | None = None
+    execution_data: dict[str, Any] = Field(
+        description="Always carries `trainCount`, `pretranslateCount` and `warnings`; the engine's "
+        "language tags and what they resolved to when known."
+    )
     phases: list[Phase] | None = None
+    analysis: list[ParallelCorpusAnalysis] | None = None
+    target_quote_convention: str | None = None
+    can_denormalize_quotes: bool
 
 
 class AlignedWordPair(Model):
@@ -177,9 +193,23 @@ class ModelDownloadUrl(Model):
     expires_at: datetime
 
 
+class HealthReportEntry(Model):
+    status: str = Field(description="Healthy, Degraded or Unhealthy")
+    duration: str = Field(description="How long the check took, as a .NET TimeSpan: `00:00:00.0123456`")
+    description: str | None = None
+    exception: str | None = None
+    data: dict[str, str] | None = None
+
+
 class HealthReport(Model):
-    status: str
-    results: dict[str, Any] = Field(default_factory=dict)
+    status: str = Field(description="The worst of the entries' statuses: Healthy, Degraded or Unhealthy")
+    total_duration: str
+    results: dict[str, HealthReportEntry]
+
+
+class DeploymentInfo(Model):
+    deployment_version: str
+    asp_net_core_environment: str
 
 
 class Error(Model):
@@ -239,6 +269,7 @@ def build_dto(base_url: str, build: Build) -> TranslationBuild:
         name=build.name,
         engine=ResourceLink(id=build.engine_id, url=url),
         step=build.step,
+        percent_completed=build.progress,
         progress=build.progress,
         message=build.message,
         queue_depth=build.queue_depth,
@@ -247,10 +278,30 @@ def build_dto(base_url: str, build: Build) -> TranslationBuild:
         pretranslate=build.pretranslate,
         date_created=build.date_created,
         date_started=build.date_started,
+        date_completed=build.date_finished,
         date_finished=build.date_finished,
         options=build.options,
-        execution_data=build.execution_data,
+        deployment_version=build.deployment_version,
+        execution_data=_execution_data(build.execution_data),
         phases=[Phase.model_validate(p) for p in build.phases] if build.phases else None,
+        analysis=None if build.analysis is None else [_analysis(a) for a in build.analysis],
+        target_quote_convention=build.target_quote_convention,
+        can_denormalize_quotes=bool(build.target_quote_convention),
+    )
+
+
+def _execution_data(recorded: dict[str, Any] | None) -> dict[str, Any]:
+    """Serval's clients require the counts and warnings, so a build without them still has them."""
+    known = {k: v for k, v in (recorded or {}).items() if v is not None}
+    return {"trainCount": 0, "pretranslateCount": 0, "warnings": [], **known}
+
+
+def _analysis(entry: dict[str, Any]) -> ParallelCorpusAnalysis:
+    return ParallelCorpusAnalysis(
+        parallel_corpus_ref=str(entry.get("parallelCorpusRef") or ""),
+        source_quote_convention=entry.get("sourceQuoteConvention"),
+        target_quote_convention=str(entry.get("targetQuoteConvention") or ""),
+        can_denormalize_quotes=bool(entry.get("canDenormalizeQuotes")),
     )
 
 

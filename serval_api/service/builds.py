@@ -21,6 +21,7 @@ from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
 from serval_api.service import corpus_export, limits, pretranslations
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
+from serval_api.service.deployment import service_version
 from serval_api.service.engines import owned_engine
 from serval_api.service.keys import hash_secret, new_id
 from serval_common.build_options import BuildOptions, BuildOptionsError
@@ -81,6 +82,7 @@ async def start_build(
                 job_token_hash=hash_secret(token),
                 date_created=now,
                 execution_data=plan.execution_data(engine),
+                deployment_version=service_version(),
             )
             if engine.type == EngineType.ECHO:
                 build.state = BuildState.COMPLETED.value
@@ -158,7 +160,7 @@ async def get_build(
                 raise NotFound(f"build {limits.shown(build_id)} not found")
             return build
 
-    return await _wait_until(
+    return await wait_until(
         services, build_key(build_id), read, lambda b: min_revision is None or b.revision >= min_revision
     )
 
@@ -189,7 +191,7 @@ async def current_build(
                     build = latest
         return build
 
-    return await _wait_until(
+    return await wait_until(
         services,
         engine_key(engine_id),
         read,
@@ -269,9 +271,15 @@ async def _latest_build(s: AsyncSession, engine_id: str) -> Build | None:
     return (await s.scalars(query.limit(1))).first()
 
 
-async def _wait_until(
-    services: Services, key: str, read: Callable[[], Awaitable[T]], done: Callable[[T], bool]
+async def wait_until(
+    services: Services,
+    key: str,
+    read: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    *,
+    timeout_message: str = "the awaited revision was not reached in time; poll again",
 ) -> T:
+    """Re-read whenever `key` is notified until `done`, for at most `services.long_poll_max_s` (408)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + services.long_poll_max_s
     while True:
@@ -281,11 +289,11 @@ async def _wait_until(
             return value
         remaining = deadline - loop.time()
         if remaining <= 0:
-            raise Timeout("the awaited revision was not reached in time; poll again")
+            raise Timeout(timeout_message)
         try:
             await asyncio.wait_for(changed.wait(), remaining)
         except TimeoutError:
-            raise Timeout("the awaited revision was not reached in time; poll again") from None
+            raise Timeout(timeout_message) from None
 
 
 async def watch_build(

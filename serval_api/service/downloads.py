@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.errors import Conflict, NotFound, PermissionDenied
+from serval_api.db.models import EngineType
+from serval_api.errors import NotFound, NotSupported, PermissionDenied
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 from serval_common.manifest import MANIFEST, Manifest, ManifestError, read_manifest
@@ -52,13 +53,16 @@ class DownloadGrant:
 async def model_download_url(
     services: Services, caller: Caller, engine_id: str, *, ttl_s: float | None = None
 ) -> DownloadUrl:
-    """409 when the engine has no model revision yet."""
+    """405 for an engine type without a model to download (echo), 404 while the engine has none yet."""
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id)
         revision = engine.model_revision
+        engine_type = engine.type
+    if engine_type == EngineType.ECHO:
+        raise NotSupported(f"engine {engine_id} is an {engine_type} engine: it has no model to download")
     if revision <= 0:
-        raise Conflict(f"engine {engine_id} has no model yet: build it first")
+        raise NotFound(f"engine {engine_id} has no model yet: build it first")
     expires = math.ceil(time.time() + (services.settings.api.download_url_ttl_s if ttl_s is None else ttl_s))
     token = sign({"engineId": engine_id, "revision": revision, "exp": expires}, _secret(services.settings))
     return DownloadUrl(

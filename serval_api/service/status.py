@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from sqlalchemy import text
 
@@ -13,32 +18,140 @@ from serval_api.errors import InvalidArgument
 from serval_api.service.context import Services
 from serval_api.service.engines import language, parse_engine_type
 from serval_common.languages import LanguageInfo
+from serval_common.store.base import store_from_settings
+
+CHECK_TIMEOUT_S = 5.0
+"""A dependency that has not answered by then is Unhealthy: a health probe must answer promptly."""
+STORE_PROBE_KEY = "health/probe"
+"""A key nobody writes: asking whether it exists is the cheapest read every store offers."""
+MAX_EXCEPTION_CHARS = 300
+
+
+class HealthStatus(IntEnum):
+    """Ordered from worst to best, so the overall status is the `min` of the entries'."""
+
+    UNHEALTHY = 0
+    DEGRADED = 1
+    HEALTHY = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.capitalize()
 
 
 @dataclass(frozen=True)
-class Health:
-    healthy: bool
-    degraded: bool
+class HealthEntry:
+    status: HealthStatus
+    duration_s: float
+    description: str | None = None
+    exception: str | None = None
     data: dict[str, str] = field(default_factory=dict)
-    error: str | None = None
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    status: HealthStatus
+    duration_s: float
+    entries: dict[str, HealthEntry] = field(default_factory=dict)
 
     @property
-    def status(self) -> str:
-        if not self.healthy:
-            return "Unhealthy"
-        return "Degraded" if self.degraded else "Healthy"
+    def healthy(self) -> bool:
+        """Serving: Healthy or Degraded."""
+        return self.status is not HealthStatus.UNHEALTHY
 
 
-async def health(services: Services) -> Health:
-    """Degraded while no inference node is connected: engines can be built but nmt cannot translate."""
+@dataclass(frozen=True)
+class _Outcome:
+    status: HealthStatus
+    description: str | None = None
+    data: dict[str, str] = field(default_factory=dict)
+
+
+async def health(services: Services) -> HealthReport:
+    """Every dependency checked on its own, concurrently, and timed."""
+    checks: dict[str, Callable[[], Awaitable[_Outcome]]] = {
+        "database": lambda: _database(services),
+        "modelStore": lambda: _model_store(services),
+        "nodes": lambda: _nodes(services),
+        "jobLauncher": lambda: _job_launcher(services),
+    }
+    started = time.perf_counter()
+    entries = await asyncio.gather(*(_timed(check) for check in checks.values()))
+    results = dict(zip(checks, entries, strict=True))
+    return HealthReport(
+        status=min(e.status for e in entries), duration_s=time.perf_counter() - started, entries=results
+    )
+
+
+def ping() -> HealthReport:
+    """Liveness: the process answers; no dependency is asked."""
+    return HealthReport(status=HealthStatus.HEALTHY, duration_s=0.0)
+
+
+async def _timed(check: Callable[[], Awaitable[_Outcome]]) -> HealthEntry:
+    started = time.perf_counter()
     try:
-        async with services.db.session() as s:
-            await s.execute(text("SELECT 1"))
-        nodes = await count_connected_nodes(services.db)
+        outcome = await asyncio.wait_for(check(), CHECK_TIMEOUT_S)
+    except TimeoutError:
+        return HealthEntry(
+            HealthStatus.UNHEALTHY,
+            time.perf_counter() - started,
+            description=f"no answer within {CHECK_TIMEOUT_S:g} s",
+            exception="TimeoutError",
+        )
     except Exception as e:
-        return Health(healthy=False, degraded=False, data={"database": "unreachable"}, error=str(e))
-    data = {"database": "ok", "nodes": str(nodes), "queueSize": str(services.dispatcher.queue_size())}
-    return Health(healthy=True, degraded=nodes == 0, data=data)
+        return HealthEntry(
+            HealthStatus.UNHEALTHY,
+            time.perf_counter() - started,
+            description="unreachable",
+            exception=describe_exception(e),
+        )
+    return HealthEntry(outcome.status, time.perf_counter() - started, outcome.description, data=outcome.data)
+
+
+async def _database(services: Services) -> _Outcome:
+    async with services.db.session() as s:
+        await s.execute(text("SELECT 1"))
+    return _Outcome(HealthStatus.HEALTHY)
+
+
+async def _model_store(services: Services) -> _Outcome:
+    def probe() -> None:
+        store_from_settings(services.settings).exists(STORE_PROBE_KEY)
+
+    await asyncio.to_thread(probe)
+    return _Outcome(HealthStatus.HEALTHY)
+
+
+async def _nodes(services: Services) -> _Outcome:
+    connected = await count_connected_nodes(services.db)
+    data = {"connected": str(connected), "queuedRequests": str(services.dispatcher.queue_size())}
+    if connected == 0:
+        return _Outcome(
+            HealthStatus.DEGRADED, "no inference node is connected: nmt engines cannot translate", data
+        )
+    return _Outcome(HealthStatus.HEALTHY, data=data)
+
+
+async def _job_launcher(services: Services) -> _Outcome:
+    return _Outcome(HealthStatus.HEALTHY, data={"queueDepth": str(services.launcher.queue_depth())})
+
+
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@]*@")
+_SECRET_VALUES = re.compile(
+    r"(?i)\b([\w-]*(?:password|passwd|pwd|secret|token|key|signature|credential|auth)[\w-]*)"
+    r"(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&)]+)"
+)
+
+
+def describe_exception(error: BaseException) -> str:
+    """The exception's class and message, with credentials in URLs and `secret=…` values masked, cut
+    short: enough to tell what failed without handing a probe anything it could log and reuse."""
+    message = _URL_CREDENTIALS.sub(r"\1***@", str(error))
+    message = _SECRET_VALUES.sub(r"\1\2***", message)
+    message = " ".join(message.split())
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if len(text) <= MAX_EXCEPTION_CHARS else text[: MAX_EXCEPTION_CHARS - 1] + "…"
 
 
 def language_info(caller: Caller, engine_type: str, tag: str) -> tuple[str, LanguageInfo]:

@@ -39,6 +39,7 @@ Code: TypeAlias = grpc.StatusCode
 ENGINES = "/api/v1/translation/engines"
 ENGINE = ENGINES + "/{engine_id}"
 ADMIN_PATH = "/api/v1/admin"
+BUILDS_FEED = "/api/v1/translation/builds"
 NEW_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
 NOT_BUILT = (409,)
 
@@ -70,7 +71,7 @@ REST_ENDPOINTS: list[Rest] = [
         NOT_BUILT,
         json={"sourceSegment": "a", "targetSegment": "b", "sentenceStart": True},
     ),
-    Rest("GET", ENGINE + "/model-download-url", READ_ENGINES, (404, 409)),
+    Rest("GET", ENGINE + "/model-download-url", READ_ENGINES, 404),
     Rest("GET", ENGINE + "/parallel-corpora/{parallel_corpus_id}/pretranslations", READ_ENGINES, NOT_BUILT),
     # Serval's older path names a corpus; the world's corpus is not a parallel corpus, so even its owner gets 404.
     Rest("GET", ENGINE + "/corpora/{corpus_id}/pretranslations", READ_ENGINES, 404),
@@ -89,6 +90,15 @@ REST_ENDPOINTS: list[Rest] = [
     Rest("GET", ENGINE + "/corpora/{corpus_id}/pretranslations/{text_id}", READ_ENGINES, 404),
     Rest("GET", ENGINE + "/corpora/{corpus_id}/pretranslations/{text_id}/usfm", READ_ENGINES, 404),
     Rest("GET", "/api/v1/status/health", None, (200, 503)),
+    Rest("GET", BUILDS_FEED, READ_ENGINES, 200, query={"created-after": "2000-01-01 00:00:00Z"}),
+    # The owner's builds made by other rows may have finished, or none has: 408 after the poll window.
+    Rest(
+        "GET",
+        BUILDS_FEED + "/next-finished",
+        READ_ENGINES,
+        (200, 408),
+        query={"finished-after": "2000-01-01 00:00:00Z"},
+    ),
     Rest("GET", "/api/v1/translation/engine-types/{engine_type}/queues", READ_ENGINES, 200),
     Rest("GET", "/api/v1/translation/engine-types/{engine_type}/languages/{language}", READ_ENGINES, 200),
     Rest("POST", ADMIN_PATH + "/api-keys", ADMIN, 201, json={"owner": "x", "scopes": [READ_ENGINES]}),
@@ -139,6 +149,7 @@ else:
 
 PUBLIC_REST = {
     ("GET", "/api/v1/status/ping"): "liveness probe",
+    ("GET", "/api/v1/status/deployment-info"): "the service's version, public as in Serval",
     ("GET", "/openapi.json"): "API description",
     ("GET", "/docs"): "API description",
     ("GET", "/docs/oauth2-redirect"): "API description",
@@ -205,7 +216,7 @@ GRPC_ENDPOINTS: list[Grpc] = [
         ENGINE_API + "GetModelDownloadUrl",
         READ_ENGINES,
         _engine_request(engine_pb2.GetModelDownloadUrlRequest),
-        ok=(Code.FAILED_PRECONDITION, Code.ALREADY_EXISTS, Code.NOT_FOUND),
+        ok=(Code.NOT_FOUND,),
     ),
     Grpc(
         ENGINE_API + "GetQueueSize",

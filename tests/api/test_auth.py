@@ -92,4 +92,4 @@ def test_health_is_authenticated_and_degraded_without_nodes(client: httpx.Client
     health = client.get("/status/health")
     assert health.status_code == 200
     assert health.json()["status"] == "Degraded"
-    assert health.json()["results"]["nodes"] == "0"
+    assert health.json()["results"]["nodes"]["data"]["connected"] == "0"

@@ -8,14 +8,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import grpc
 import httpx
+import pytest
 
-from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2
 from serval_api.auth import ALL_ENGINE_SCOPES, Caller
 from serval_api.service import downloads
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import store_from_settings
 from tests.api.conftest import RunningApi, create_engine
+from tests.api.test_platform_api import as_job, job_stub
 
 
 def publish_revision(api: RunningApi, engine_id: str, tmp_path: Path) -> dict[str, bytes]:
@@ -34,6 +37,17 @@ def publish_revision(api: RunningApi, engine_id: str, tmp_path: Path) -> dict[st
     return files
 
 
+def built_engine(api: RunningApi, client: httpx.Client) -> dict[str, Any]:
+    """An nmt engine whose first build has completed (its job reports through the platform API)."""
+    engine = create_engine(client)
+    build = client.post(f"/translation/engines/{engine['id']}/builds", json={}).json()
+    job_stub(api).BuildCompleted(
+        platform_pb2.BuildCompletedRequest(build_id=build["id"], corpus_size=1, confidence=1),
+        metadata=as_job(api),
+    )
+    return engine
+
+
 def local(api: RunningApi, url: str) -> str:
     return f"{api.rest_url}{urlparse(url).path}"
 
@@ -41,11 +55,11 @@ def local(api: RunningApi, url: str) -> str:
 def test_download_url_streams_the_model_archive(
     api: RunningApi, client: httpx.Client, tmp_path: Path
 ) -> None:
-    engine = create_engine(client, "echo")
+    unbuilt = create_engine(client)
+    refused = client.get(f"/translation/engines/{unbuilt['id']}/model-download-url")
+    assert refused.status_code == 404 and "no model" in refused.json()["message"]
+    engine = built_engine(api, client)
     base = f"/translation/engines/{engine['id']}"
-    refused = client.get(f"{base}/model-download-url")
-    assert refused.status_code == 409 and "no model" in refused.json()["message"]
-    client.post(f"{base}/builds", json={})
     files = publish_revision(api, engine["id"], tmp_path)
 
     answer = client.get(f"{base}/model-download-url")
@@ -64,7 +78,7 @@ def test_download_url_streams_the_model_archive(
 
     stub = engine_pb2_grpc.TranslationEngineApiStub(api.channel)
     reply = stub.GetModelDownloadUrl(
-        engine_pb2.GetModelDownloadUrlRequest(engine_type="Echo", engine_id=engine["id"]),
+        engine_pb2.GetModelDownloadUrlRequest(engine_type="Nmt", engine_id=engine["id"]),
         metadata=(("x-api-key", api.api_key()),),
     )
     assert reply.model_revision == 1 and reply.expires_at.seconds > time.time() + 3500
@@ -74,8 +88,7 @@ def test_download_url_streams_the_model_archive(
 def test_expired_and_tampered_tokens_are_refused(
     api: RunningApi, client: httpx.Client, tmp_path: Path
 ) -> None:
-    engine = create_engine(client, "echo")
-    client.post(f"/translation/engines/{engine['id']}/builds", json={})
+    engine = built_engine(api, client)
     publish_revision(api, engine["id"], tmp_path)
     url = client.get(f"/translation/engines/{engine['id']}/model-download-url").json()["url"]
     token = urlparse(url).path.rsplit("/", 1)[1]
@@ -96,8 +109,7 @@ def test_expired_and_tampered_tokens_are_refused(
 
 
 def test_a_tiny_ttl_expires(api: RunningApi, client: httpx.Client, tmp_path: Path) -> None:
-    engine = create_engine(client, "echo")
-    client.post(f"/translation/engines/{engine['id']}/builds", json={})
+    engine = built_engine(api, client)
     publish_revision(api, engine["id"], tmp_path)
     services = api.service.services
     assert services is not None
@@ -106,6 +118,21 @@ def test_a_tiny_ttl_expires(api: RunningApi, client: httpx.Client, tmp_path: Pat
     assert httpx.get(local(api, url.url)).status_code == 200
     time.sleep(2.05)
     assert httpx.get(local(api, url.url)).status_code == 403
+
+
+def test_an_echo_engine_has_no_model_to_download(api: RunningApi, client: httpx.Client) -> None:
+    engine = create_engine(client, "echo")
+    client.post(f"/translation/engines/{engine['id']}/builds", json={})
+    assert client.get(f"/translation/engines/{engine['id']}").json()["modelRevision"] == 1
+    refused = client.get(f"/translation/engines/{engine['id']}/model-download-url")
+    assert refused.status_code == 405, refused.text
+    assert "no model to download" in refused.json()["message"]
+    with pytest.raises(grpc.RpcError) as error:
+        engine_pb2_grpc.TranslationEngineApiStub(api.channel).GetModelDownloadUrl(
+            engine_pb2.GetModelDownloadUrlRequest(engine_type="Echo", engine_id=engine["id"]),
+            metadata=(("x-api-key", api.api_key()),),
+        )
+    assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
 def _seconds_until(stamp: str) -> float:

@@ -11,6 +11,6 @@ def test_connected_nodes_show_in_health(api: RunningApi, client: httpx.Client) -
     db = api.service.services.db
     api.run(upsert_node(db, "gpu-1", device="cuda:0 H200", session_id="s1", free_slots=64))
     health = client.get("/status/health").json()
-    assert (health["status"], health["results"]["nodes"]) == ("Healthy", "1")
+    assert (health["status"], health["results"]["nodes"]["data"]["connected"]) == ("Healthy", "1")
     api.run(mark_node_gone(db, "gpu-1", "s1"))
-    assert client.get("/status/health").json()["results"]["nodes"] == "0"
+    assert client.get("/status/health").json()["results"]["nodes"]["data"]["connected"] == "0"

@@ -30,6 +30,7 @@ FILE_AND_CORPUS_ENDPOINTS: list[tuple[str, str, str]] = [
     ("POST", "/files", CREATE_FILES),
     ("GET", "/files/{file_id}", READ_FILES),
     ("GET", "/files/{file_id}/contents", READ_FILES),
+    ("POST", "/files/{file_id}/contents", READ_FILES),
     ("PATCH", "/files/{file_id}", UPDATE_FILES),
     ("DELETE", "/files/{file_id}", DELETE_FILES),
     ("GET", "/corpora", READ_CORPORA),

@@ -1,0 +1,78 @@
+"""The builds feed: one owner's builds across all their engines, by creation or by finish.
+
+`next_finished` long-polls on `owner_builds_key(owner)`, which every change to one of the owner's
+builds notifies (on PostgreSQL through NOTIFY, so a build finished through another replica wakes it).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+
+from serval_api.auth import READ_ENGINES, Caller
+from serval_api.db.models import Build
+from serval_api.errors import InvalidArgument
+from serval_api.service import limits
+from serval_api.service.builds import wait_until
+from serval_api.service.changes import owner_builds_key
+from serval_api.service.context import Services
+
+# `2024-05-01T12:00:00 02:00`: an offset whose `+` an unencoded query string turned into a space.
+_SPACED_OFFSET = re.compile(r"^(.*\d)\s+(\d{2}:?\d{2})$")
+
+
+def parse_timestamp(name: str, value: str | None) -> datetime:
+    """Serval's clients send `yyyy-MM-dd HH:mm:ssZ`; any ISO-8601 date or date-time is accepted,
+    and one without an offset is UTC."""
+    if value is None or not value.strip():
+        raise InvalidArgument(f"{name}: required, as an ISO-8601 date-time such as 2024-05-01 12:00:00Z")
+    text = value.strip()
+    spaced = _SPACED_OFFSET.match(text)
+    if spaced and ("T" in text or text.count(" ") > 1):
+        text = f"{spaced[1]}+{spaced[2]}"
+    try:
+        stamp = datetime.fromisoformat(text)
+        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise InvalidArgument(
+            f"{name}: {limits.shown(value)} is not an ISO-8601 date-time such as 2024-05-01 12:00:00Z"
+        ) from None
+
+
+async def builds_created_after(services: Services, caller: Caller, created_after: str | None) -> list[Build]:
+    """The caller's builds created after `created_after` (all of them without it), oldest first."""
+    caller.require(READ_ENGINES)
+    query = select(Build).where(Build.owner == caller.owner)
+    if created_after is not None:
+        query = query.where(Build.date_created > parse_timestamp("created-after", created_after))
+    async with services.db.session() as s:
+        return list((await s.scalars(query.order_by(Build.date_created, Build.id))).all())
+
+
+async def next_finished(services: Services, caller: Caller, finished_after: str | None) -> Build:
+    """The caller's build that finished first after `finished_after`, waiting for one up to the
+    long-poll window (then 408)."""
+    caller.require(READ_ENGINES)
+    after = parse_timestamp("finished-after", finished_after)
+    query = (
+        select(Build)
+        .where(Build.owner == caller.owner, Build.date_finished > after)
+        .order_by(Build.date_finished, Build.id)
+        .limit(1)
+    )
+
+    async def read() -> Build | None:
+        async with services.db.session() as s:
+            return (await s.scalars(query)).first()
+
+    build = await wait_until(
+        services,
+        owner_builds_key(caller.owner),
+        read,
+        lambda b: b is not None,
+        timeout_message="no build finished within the poll window; poll again",
+    )
+    assert build is not None
+    return build
