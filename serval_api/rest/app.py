@@ -19,6 +19,7 @@ from serval_api.rest import (
     downloads,
     engines,
     files,
+    hooks,
     metrics,
     openapi,
     parallel_corpora,
@@ -35,6 +36,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     for module in (engines, builds, translation, status, admin, downloads, files, corpora, parallel_corpora):
         app.include_router(module.router)
     app.include_router(pretranslations.router)
+    app.include_router(hooks.router)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
     if api_metrics is not None:
         app.state.metrics = api_metrics
