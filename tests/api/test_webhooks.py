@@ -413,9 +413,9 @@ def test_backlog_survives_a_restart_delivered_once_each(tmp_path: Path, database
     events_per_build: dict[str, list[str]] = {}
     for r in received:
         events_per_build.setdefault(r.json["payload"]["build"]["id"], []).append(r.json["event"])
-    assert all(
-        e == ["TranslationBuildStarted", "TranslationBuildFinished"] for e in events_per_build.values()
-    )
+    # Retries may reorder one build's events: each row retries on its own schedule.
+    assert all(sorted(e) == sorted(ALL_EVENTS) for e in events_per_build.values())
+    assert len(events_per_build) == builds
     print(
         f"\nFIGURES restart: sent {2 * builds} events, failed attempts before the restart {failed_before}, "
         f"delivered after it {len(set(bodies))}, duplicates {len(bodies) - len(set(bodies))}, "
