@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import secrets
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -85,7 +86,9 @@ class DeliveryWorker:
         *,
         replica: str,
         metrics: ApiMetrics | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
+        """`verify`: how receivers' TLS certificates are checked (default: the system's CAs)."""
         self.db = db
         self.settings = settings
         self.replica = replica
@@ -93,7 +96,10 @@ class DeliveryWorker:
         self.policy = AddressPolicy(settings.allowed_networks)
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._client: httpx.AsyncClient | None = None
+        # No proxies from the environment: a proxy would connect to the host name again, past the address check.
+        self._client = httpx.AsyncClient(
+            timeout=settings.timeout_s, follow_redirects=False, trust_env=False, verify=verify
+        )
         self._in_flight: set[str] = set()
         self._next_retry: datetime | None = None
 
@@ -102,14 +108,11 @@ class DeliveryWorker:
         self._woken.set()
 
     async def start(self) -> None:
-        # No proxies from the environment: a proxy would connect to the host name again, past the address check.
-        self._client = httpx.AsyncClient(
-            timeout=self.settings.timeout_s, follow_redirects=False, trust_env=False
-        )
         self._task = asyncio.create_task(self._run(), name="webhook-delivery")
 
     async def stop(self) -> None:
-        """Stop at once; rows claimed mid-delivery are released for any replica to send again."""
+        """Stop at once (started or not); rows claimed mid-delivery are released for any replica to
+        send again."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -118,9 +121,7 @@ class DeliveryWorker:
             tokens, self._in_flight = set(self._in_flight), set()
             with contextlib.suppress(Exception):
                 await self._release(tokens)
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._client.aclose()
 
     async def _run(self) -> None:
         while True:
@@ -224,7 +225,6 @@ class DeliveryWorker:
         await self._record(claim, status, error)
 
     async def _post(self, claim: Claim) -> int:
-        assert self._client is not None
         parts = urlsplit(claim.payload_url)
         host = parts.hostname or ""
         https = parts.scheme.lower() == "https"

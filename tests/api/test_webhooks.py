@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import ssl
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -474,3 +476,96 @@ def test_two_replicas_deliver_each_event_exactly_once(tmp_path: Path, database_u
         f"\nFIGURES replicas: sent {2 * builds} events, delivered {len(set(bodies))}, "
         f"duplicates {len(bodies) - len(set(bodies))}; by replica A {by_a:.0f}, by B {by_b:.0f}"
     )
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_https_delivery_connects_to_the_checked_address_and_verifies_the_name(
+    tmp_path: Path, database_url: str, trusted: bool
+) -> None:
+    """The worker connects to the address it resolved and checked, and still verifies the
+    receiver's certificate against the URL's host name (sent as SNI)."""
+    from serval_api.db.database import Database
+    from serval_api.webhooks.delivery import DeliveryWorker
+    from tests.test_tls import self_signed, trusting
+
+    resolved = socket.getaddrinfo("localhost", 443, type=socket.SOCK_STREAM)
+    if resolved[0][4][0] != "127.0.0.1":
+        pytest.skip("localhost does not resolve to 127.0.0.1 first here")
+    pem, stranger = name_only_cert(tmp_path, "localhost"), self_signed(tmp_path, "stranger")
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(pem.cert, pem.key)
+    receiver = Receiver(SECRET, tls=server_tls).start()
+    url = f"https://localhost:{receiver.port}/hook"
+
+    async def deliver() -> WebhookDelivery:
+        db = Database(database_url)
+        await db.migrate()
+        try:
+            async with db.session() as s:
+                s.add(Webhook(id="tls", owner="o", payload_url=url, secret=SECRET, events=ALL_EVENTS))
+                s.add(
+                    WebhookDelivery(
+                        id="d", hook_id="tls", owner="o", event="TranslationBuildStarted", body="{}"
+                    )
+                )
+            settings = WebhookSettings(allowed_networks=["127.0.0.0/8"], timeout_s=5)
+            worker = DeliveryWorker(
+                db, settings, replica="t", verify=trusting(pem.cert if trusted else stranger.cert)
+            )
+            try:
+                assert await worker.deliver_due() == 1
+            finally:
+                await worker.stop()
+            async with db.session() as s:
+                row = await s.get(WebhookDelivery, "d")
+                assert row is not None
+                return row
+        finally:
+            await db.close()
+
+    try:
+        row = asyncio.run(deliver())
+    finally:
+        receiver.stop()
+    if trusted:
+        assert (row.state, row.last_status) == ("Delivered", 200)
+        (received,) = receiver.received
+        assert received.valid and received.host == f"localhost:{receiver.port}"
+    else:
+        assert (row.state, row.attempts, row.last_status) == ("Pending", 1, None)
+        assert "CERTIFICATE_VERIFY_FAILED" in (row.last_error or "")
+        assert receiver.received == []
+
+
+def name_only_cert(folder: Path, name: str) -> Any:
+    """A self-signed certificate for the DNS name alone (no IP address): it verifies only when
+    the client checks the name, not the address it connected to."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from tests.test_tls import Pem
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    pem = Pem(folder / f"{name}-only.crt", folder / f"{name}-only.key")
+    pem.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem.key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return pem

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -30,8 +31,11 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, secret: str, *, port: int | None = None, fail_first: int = 0) -> None:
+    def __init__(
+        self, secret: str, *, port: int | None = None, fail_first: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.secret = secret
+        self.tls = tls
         self.port = port or free_port()
         self.fail_first = fail_first
         self.received: list[Received] = []
@@ -42,7 +46,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/hook"
 
     def start(self) -> Receiver:
         receiver = self
@@ -59,6 +63,8 @@ class Receiver:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
