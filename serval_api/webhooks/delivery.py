@@ -19,7 +19,7 @@ import logging
 import secrets
 import ssl
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -62,7 +62,7 @@ class Claim:
     body: str
     attempts: int
     payload_url: str
-    secret: str
+    secret: str = field(repr=False)
 
     @property
     def log_extra(self) -> dict[str, Any]:
@@ -119,8 +119,12 @@ class DeliveryWorker:
             await asyncio.gather(task, return_exceptions=True)
         if self._in_flight:
             tokens, self._in_flight = set(self._in_flight), set()
-            with contextlib.suppress(Exception):
+            try:
                 await self._release(tokens)
+            except Exception:
+                log.warning(
+                    "could not release claimed webhook deliveries; their lease will lapse", exc_info=True
+                )
         await self._client.aclose()
 
     async def _run(self) -> None:
