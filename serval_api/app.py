@@ -36,6 +36,8 @@ from serval_api.routing.registry import NodeRegistry
 from serval_api.service import Services, platform
 from serval_api.service.context import LONG_POLL_MAX_S
 from serval_api.service.keys import verify_node_token
+from serval_api.webhooks.delivery import DeliveryWorker
+from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES
 from serval_common.settings import Settings
 from serval_common.tls import server_credentials
 
@@ -74,6 +76,7 @@ class ApiService:
         self._stopping = asyncio.Event()
         self._watchers: list[asyncio.Task[None]] = []
         self.metrics = ApiMetrics()
+        self.deliveries: DeliveryWorker | None = None
 
     async def start(self) -> None:
         # Before binding anything: a half-configured TLS setting stops the service, never serves plaintext.
@@ -123,6 +126,14 @@ class ApiService:
         launcher.on_exit, launcher.on_queue = on_exit, on_queue
         self.services = services
         await services.changes.start(db, replica=settings.api_instance_name)
+        deliveries = DeliveryWorker(
+            db, settings.webhooks, replica=settings.api_instance_name, metrics=self.metrics
+        )
+        services.changes.subscribe(
+            lambda key: deliveries.wake() if key in (None, WEBHOOK_DELIVERIES) else None
+        )
+        await deliveries.start()
+        self.deliveries = deliveries
 
         async def verify_token(token: str) -> str | None:
             return await verify_node_token(db, token)
@@ -196,6 +207,9 @@ class ApiService:
         if self._grpc is not None:
             await self._health.enter_graceful_shutdown()
             await self._grpc.stop(GRACE_S)
+        if self.deliveries is not None:
+            await self.deliveries.stop()
+            self.deliveries = None
         if self.services is not None:
             await self.services.launcher.close()
             await self.services.changes.stop()

@@ -5,7 +5,8 @@ Credentials are an API key (`X-API-Key` header / `x-api-key` metadata) or a JWT
 tokens travel as bearer values too, but only on their own services: here they are no credential.
 
 Scope policy: translate is a read (`read:translation_engines`); starting or canceling a build
-changes the engine's model, so it needs `update:translation_engines`. `admin` grants everything.
+changes the engine's model, so it needs `update:translation_engines`. Webhooks have Serval's own
+scopes (`read:hooks`, `create:hooks`, `delete:hooks`). `admin` grants everything.
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ READ_CORPORA = "read:corpora"
 CREATE_CORPORA = "create:corpora"
 UPDATE_CORPORA = "update:corpora"
 DELETE_CORPORA = "delete:corpora"
+READ_HOOKS = "read:hooks"
+CREATE_HOOKS = "create:hooks"
+DELETE_HOOKS = "delete:hooks"
 ADMIN = "admin"
 
 ALL_ENGINE_SCOPES = (READ_ENGINES, CREATE_ENGINES, UPDATE_ENGINES, DELETE_ENGINES)
 ALL_FILE_SCOPES = (READ_FILES, CREATE_FILES, UPDATE_FILES, DELETE_FILES)
 ALL_CORPUS_SCOPES = (READ_CORPORA, CREATE_CORPORA, UPDATE_CORPORA, DELETE_CORPORA)
-ALL_SCOPES = (*ALL_ENGINE_SCOPES, *ALL_FILE_SCOPES, *ALL_CORPUS_SCOPES)
+ALL_HOOK_SCOPES = (READ_HOOKS, CREATE_HOOKS, DELETE_HOOKS)
+ALL_SCOPES = (*ALL_ENGINE_SCOPES, *ALL_FILE_SCOPES, *ALL_CORPUS_SCOPES, *ALL_HOOK_SCOPES)
 
 API_KEY_HEADER = "X-API-Key"
 API_KEY_METADATA = "x-api-key"

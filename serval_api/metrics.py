@@ -23,9 +23,10 @@ from sqlalchemy import func, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serval_api.db.database import Database
-from serval_api.db.models import Build, BuildState
+from serval_api.db.models import Build, BuildState, DeliveryState, WebhookDelivery
 
 UNMATCHED_ROUTE = "unmatched"
+WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "gave_up")
 
 __all__ = ["CONTENT_TYPE_LATEST", "ApiMetrics", "GrpcMetricsInterceptor", "RestMetricsMiddleware"]
 
@@ -77,6 +78,21 @@ class ApiMetrics:
             registry=self.registry,
         )
 
+        self.webhook_deliveries = Counter(
+            "serval_api_webhook_deliveries",
+            "Webhook delivery attempts by outcome: delivered, failed_attempt (retried later), gave_up "
+            "(the last attempt failed; the delivery is Failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in WEBHOOK_OUTCOMES:
+            self.webhook_deliveries.labels(outcome)
+        self.webhook_backlog = Gauge(
+            "serval_api_webhook_backlog",
+            "Webhook deliveries in the database still to be sent (Pending), all replicas together.",
+            registry=self.registry,
+        )
+
     def bind(
         self,
         db: Database,
@@ -96,9 +112,15 @@ class ApiMetrics:
             return generate_latest(self.registry)
         async with self._db.session() as s:
             rows = (await s.execute(select(Build.state, func.count()).group_by(Build.state))).all()
+            backlog = await s.scalar(
+                select(func.count())
+                .select_from(WebhookDelivery)
+                .where(WebhookDelivery.state == DeliveryState.PENDING.value)
+            )
         counts = {str(state): int(n) for state, n in rows}
         for state in BuildState:
             self.builds.labels(state.value).set(counts.get(state.value, 0))
+        self.webhook_backlog.set(backlog or 0)
         return generate_latest(self.registry)
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import socket
 from functools import cached_property
+from ipaddress import ip_network
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -202,6 +203,38 @@ class AuthSettings(BaseModel):
     jwt_leeway_s: float = Field(default=0.0, description="Clock skew tolerated on `exp`/`nbf`/`iat`.")
 
 
+class WebhookSettings(BaseModel):
+    """Client webhooks (docs/webhooks.md): where they may point and how deliveries are retried."""
+
+    allowed_networks: list[str] = Field(
+        default_factory=list,
+        description="CIDRs hooks may target though the address is loopback, private, link-local, "
+        'unspecified or multicast (refused otherwise), e.g. `["10.20.0.0/16"]`.',
+    )
+    timeout_s: float = Field(default=10.0, description="The longest one delivery POST may take.")
+    poll_interval_s: float = Field(
+        default=1.0,
+        description="How often each replica looks for due deliveries (retries, other replicas' events); "
+        "its own events are sent at once.",
+    )
+    retry_base_s: float = Field(
+        default=1.0,
+        description="Scales Serval's retry delays (1, 2, 4, … 1024, then 2048 s after each failed attempt).",
+    )
+    max_attempts: int = Field(default=20, description="Attempts before a delivery is given up (Failed).")
+    claim_lease_s: float = Field(
+        default=60.0,
+        description="How long a claimed delivery is a replica's own; after it lapses (the replica died "
+        "mid-delivery) any replica sends it again. Keep it above `timeout_s`.",
+    )
+    batch_size: int = Field(default=32, description="The most deliveries one replica claims at once.")
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        return [str(ip_network(cidr.strip(), strict=False)) for cidr in value]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SERVAL_", env_nested_delimiter="__", extra="ignore")
 
@@ -214,6 +247,7 @@ class Settings(BaseSettings):
     node: NodeSettings = Field(default_factory=NodeSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
 
     @cached_property
     def resolved_database_url(self) -> str:

@@ -20,6 +20,7 @@ from serval_api.rest import (
     downloads,
     engines,
     files,
+    hooks,
     metrics,
     openapi,
     parallel_corpora,
@@ -47,6 +48,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     ):
         app.include_router(module.router)
     app.include_router(pretranslations.router)
+    app.include_router(hooks.router)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
     if api_metrics is not None:
         app.state.metrics = api_metrics

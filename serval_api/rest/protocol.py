@@ -11,6 +11,8 @@ from pydantic.alias_generators import to_camel
 from serval.translation.v1 import engine_pb2
 from serval_api.db.models import Build, Engine
 from serval_api.db.models import Pretranslation as PretranslationRecord
+from serval_api.db.models import Webhook as WebhookRecord
+from serval_api.webhooks.events import WebhookEvent
 
 
 class Model(BaseModel):
@@ -236,6 +238,30 @@ def pretranslation_dto(row: PretranslationRecord) -> Pretranslation:
         target_refs=target_refs,
         translation=row.translation,
         confidence=row.confidence,
+    )
+
+
+class WebhookConfig(Model):
+    payload_url: str
+    secret: str
+    events: list[WebhookEvent]
+
+
+class Webhook(Model):
+    """Serval's WebhookDto: the secret is never part of it."""
+
+    id: str
+    url: str
+    payload_url: str
+    events: list[WebhookEvent]
+
+
+def webhook_dto(base_url: str, hook: WebhookRecord) -> Webhook:
+    return Webhook(
+        id=hook.id,
+        url=f"{base_url}/api/v1/hooks/{hook.id}",
+        payload_url=hook.payload_url,
+        events=[WebhookEvent(e) for e in hook.events],
     )
 
 

@@ -24,6 +24,7 @@ from serval_api.service.context import Services
 from serval_api.service.deployment import service_version
 from serval_api.service.engines import owned_engine
 from serval_api.service.keys import hash_secret, new_id
+from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES, enqueue_build_events
 from serval_common.build_options import BuildOptions, BuildOptionsError
 
 log = logging.getLogger(__name__)
@@ -93,11 +94,14 @@ async def start_build(
             else:
                 engine.is_building = True
             s.add(build)
+            hooked = await enqueue_build_events(
+                s, build, was_running=True, was_started=False, base_url=services.settings.api_base_url
+            )
             spec = job_spec(services, build, engine, train=plan.train, job_token=token)
     except IntegrityError:
         raise Conflict(f"engine {engine_id} already has a build pending or running") from None
     extra = {"engine_id": engine_id, "build_id": build.id}
-    services.changes.notify(engine_key(engine_id), owner_builds_key(build.owner))
+    services.changes.notify(engine_key(engine_id), owner_builds_key(build.owner), *_hooked(hooked))
     if build.state == BuildState.COMPLETED:
         log.info("echo build completed", extra=extra)
         return build
@@ -206,11 +210,17 @@ async def cancel_current_build(services: Services, caller: Caller, engine_id: st
         build = await _running_build(s, engine_id, lock=True)
         if build is None:
             return None
+        was_started = build.date_started is not None
         build.state = BuildState.CANCELED.value
         build.date_finished = utcnow()
         build.revision += 1
         engine.is_building = False
-    services.changes.notify(build_key(build.id), engine_key(engine_id), owner_builds_key(build.owner))
+        hooked = await enqueue_build_events(
+            s, build, was_running=True, was_started=was_started, base_url=services.settings.api_base_url
+        )
+    services.changes.notify(
+        build_key(build.id), engine_key(engine_id), owner_builds_key(build.owner), *_hooked(hooked)
+    )
     log.info("build canceled by client", extra={"engine_id": engine_id, "build_id": build.id})
     await services.launcher.cancel(build.id)
     await pretranslations.discard(services, build)
@@ -237,11 +247,22 @@ async def apply_job_change(
             return None
         if engine is None:
             raise NotFound(f"engine {build.engine_id} not found")
+        was_started = build.date_started is not None
         change(build, engine)
         build.revision += 1
         engine.is_building = build.build_state.is_running
-    services.changes.notify(build_key(build.id), engine_key(build.engine_id), owner_builds_key(build.owner))
+        hooked = await enqueue_build_events(
+            s, build, was_running=True, was_started=was_started, base_url=services.settings.api_base_url
+        )
+    services.changes.notify(
+        build_key(build.id), engine_key(build.engine_id), owner_builds_key(build.owner), *_hooked(hooked)
+    )
     return build
+
+
+def _hooked(deliveries: int) -> tuple[str, ...]:
+    """The change key that wakes the webhook delivery workers, when deliveries were enqueued."""
+    return (WEBHOOK_DELIVERIES,) if deliveries else ()
 
 
 async def record_job_ref(services: Services, build_id: str, job_ref: str) -> None:

@@ -24,7 +24,10 @@ from tests.api.conftest import RunningApi, create_engine
 
 OWNER = "owner-a"
 OTHER_OWNER = "owner-b"
-OWNED_PARAMS = frozenset({"engine_id", "build_id", "file_id", "corpus_id", "pc_id", "parallel_corpus_id"})
+OWNED_PARAMS = frozenset(
+    {"engine_id", "build_id", "file_id", "corpus_id", "pc_id", "parallel_corpus_id", "hook_id"}
+)
+NEW_HOOK = {"payloadUrl": "https://example.com/hook", "secret": "s", "events": ["TranslationBuildFinished"]}
 
 Body = Any | Callable[["World"], Any]
 
@@ -153,6 +156,10 @@ class World:
     @property
     def parallel_corpus_id(self) -> str:
         return self.pc_id
+
+    @cached_property
+    def hook_id(self) -> str:
+        return self._created(self.client.post("/hooks", json=NEW_HOOK))
 
     @cached_property
     def key_id(self) -> str:

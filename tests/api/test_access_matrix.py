@@ -25,14 +25,17 @@ from serval_api.auth import (
     ADMIN,
     ALL_SCOPES,
     CREATE_ENGINES,
+    CREATE_HOOKS,
     DELETE_ENGINES,
+    DELETE_HOOKS,
     READ_ENGINES,
+    READ_HOOKS,
     UPDATE_ENGINES,
 )
 from serval_api.rest.app import create_app
 from serval_common.settings import ApiSettings, Settings
 from tests.api.conftest import RunningApi
-from tests.api.endpoints import OTHER_OWNER, OWNER, Grpc, Rest, World
+from tests.api.endpoints import NEW_HOOK, OTHER_OWNER, OWNER, Grpc, Rest, World
 from tests.helpers import fresh_database
 
 Code: TypeAlias = grpc.StatusCode
@@ -116,6 +119,10 @@ REST_ENDPOINTS: list[Rest] = [
         "POST", ADMIN_PATH + "/nodes/{node_id}/models", ADMIN, 409, json=lambda w: {"engineId": w.engine_id}
     ),
     Rest("DELETE", ADMIN_PATH + "/nodes/{node_id}/models/{engine_id}", ADMIN, 404),
+    Rest("GET", "/api/v1/hooks", READ_HOOKS, 200),
+    Rest("POST", "/api/v1/hooks", CREATE_HOOKS, 201, json=NEW_HOOK),
+    Rest("GET", "/api/v1/hooks/{hook_id}", READ_HOOKS, 200),
+    Rest("DELETE", "/api/v1/hooks/{hook_id}", DELETE_HOOKS, 200),
 ]
 
 

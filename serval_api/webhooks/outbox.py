@@ -1,0 +1,78 @@
+"""The durable outbox: build events become `WebhookDelivery` rows in the transaction that
+changes the build, so an event is recorded exactly when its change is, whatever happens after
+the commit (the delivery worker sends them, `delivery.py`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from serval_api.db.models import Build, DeliveryState, Webhook, WebhookDelivery, utcnow
+from serval_api.rest.protocol import engine_url
+from serval_api.service.keys import new_id
+from serval_api.webhooks.events import WebhookEvent
+
+WEBHOOK_DELIVERIES = "webhook-deliveries"
+"""The change key notified after deliveries are enqueued: it wakes the delivery workers."""
+
+
+def build_events(build: Build, *, was_running: bool, was_started: bool) -> list[WebhookEvent]:
+    """The events of one change of `build`: started the first time it gets a start date (a
+    restarted build does not start again), finished when it leaves Pending/Active."""
+    events = []
+    if not was_started and build.date_started is not None:
+        events.append(WebhookEvent.TRANSLATION_BUILD_STARTED)
+    if was_running and not build.build_state.is_running:
+        events.append(WebhookEvent.TRANSLATION_BUILD_FINISHED)
+    return events
+
+
+async def enqueue_build_events(
+    s: AsyncSession, build: Build, *, was_running: bool, was_started: bool, base_url: str
+) -> int:
+    """Add one delivery per event of this change and hook of the build's owner that wants it;
+    returns how many. Call it in the session that changes the build, before it commits."""
+    events = build_events(build, was_running=was_running, was_started=was_started)
+    if not events:
+        return 0
+    hooks = (await s.scalars(select(Webhook).where(Webhook.owner == build.owner).order_by(Webhook.id))).all()
+    now = utcnow()
+    count = 0
+    for event in events:
+        body = event_body(event, build, base_url)
+        for hook in hooks:
+            if event.value in hook.events:
+                s.add(
+                    WebhookDelivery(
+                        id=new_id(),
+                        hook_id=hook.id,
+                        owner=build.owner,
+                        event=event.value,
+                        body=body,
+                        state=DeliveryState.PENDING.value,
+                        attempts=0,
+                        next_attempt_at=now,
+                        # Rows of one change are claimed in the order they were enqueued (Started first).
+                        created_at=now + timedelta(microseconds=count),
+                    )
+                )
+                count += 1
+    return count
+
+
+def event_body(event: WebhookEvent, build: Build, base_url: str) -> str:
+    """The JSON text Serval sends for `event`; these exact bytes are signed and POSTed."""
+    engine = engine_url(base_url, build.engine_id)
+    payload: dict[str, Any] = {
+        "build": {"id": build.id, "url": f"{engine}/builds/{build.id}"},
+        "engine": {"id": build.engine_id, "url": engine},
+    }
+    if event == WebhookEvent.TRANSLATION_BUILD_FINISHED:
+        payload["buildState"] = build.state
+        payload["message"] = build.message
+        payload["dateFinished"] = (build.date_finished or utcnow()).isoformat()
+    return json.dumps({"event": event.value, "payload": payload}, separators=(",", ":"), ensure_ascii=False)
