@@ -17,6 +17,7 @@ from serval_api.rest import (
     builds,
     corpora,
     downloads,
+    engine_corpora,
     engines,
     files,
     metrics,
@@ -34,6 +35,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.state.services = services
     for module in (engines, builds, translation, status, admin, downloads, files, corpora, parallel_corpora):
         app.include_router(module.router)
+    app.include_router(engine_corpora.router)
     app.include_router(pretranslations.router)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
     if api_metrics is not None:
