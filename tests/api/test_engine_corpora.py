@@ -80,7 +80,8 @@ def test_create_list_get_update_delete(api: RunningApi, owner: httpx.Client) -> 
     response = owner.post(corpora_path(engine["id"]), json=body)
     assert response.status_code == 201, response.text
     corpus = response.json()
-    files_url = api.service.services.settings.api_base_url + "/api/v1/files"  # type: ignore[union-attr]
+    assert api.service.services is not None
+    files_url = api.service.services.settings.api_base_url + "/api/v1/files"
     assert corpus == {
         "id": corpus["id"],
         "url": f"{engine['url']}/corpora/{corpus['id']}",
