@@ -5,17 +5,21 @@ When this fails after a model change, add a migration: `make migration MESSAGE="
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import JSON, inspect, select, text
+from sqlalchemy import column as sa_column
+from sqlalchemy import table as sa_table
 from sqlalchemy.engine import Connection
 
 from serval_api.db.database import Database
 from serval_api.db.migrations import UnmanagedSchema, context_options, downgrade, upgrade
 from serval_api.db.models import Base
+from serval_api.service import build_corpora
 
 
 def differences(connection: Connection) -> list[Any]:
@@ -108,3 +112,105 @@ def test_a_database_of_the_first_release_upgrades_with_its_rows(database_url: st
             await db.close()
 
     assert asyncio.run(check()) == ("b1", 3, None, 0)
+
+
+def test_builds_corpus_entries_move_to_the_models_serialization_and_back(database_url: str) -> None:
+    """A build written under 0004 stored the client's camelCase request; 0005 rewrites it as
+    `build_corpora` serializes it (a `corpusId` then meant a parallel corpus), and back."""
+    camel_train = [
+        {
+            "parallelCorpusId": "pc1",
+            "sourceFilters": [{"corpusId": "c1", "textIds": ["MAT"]}],
+            "targetFilters": [{"corpusId": "c2", "scriptureRange": "MAT1-2"}],
+        }
+    ]
+    camel_pretranslate = [{"corpusId": "pc1", "sourceFilters": [{"corpusId": "c1"}]}]
+
+    async def check() -> tuple[Any, ...]:
+        db = Database(database_url)
+        try:
+            async with db.engine.begin() as conn:
+                await conn.run_sync(lambda c: upgrade(c, "0004"))
+                await conn.execute(
+                    text(
+                        "INSERT INTO engines (id, owner, source_language, target_language, type, source_code,"
+                        " target_code, is_building, model_revision, confidence, corpus_size, date_created)"
+                        " VALUES ('e1', 'me', 'en', 'sw', 'nmt', 'eng_Latn', 'swh_Latn', false, 1, 0, 0,"
+                        " CURRENT_TIMESTAMP)"
+                    )
+                )
+                builds = sa_table(
+                    "builds",
+                    sa_column("id"),
+                    sa_column("engine_id"),
+                    sa_column("owner"),
+                    sa_column("revision"),
+                    sa_column("state"),
+                    sa_column("step"),
+                    sa_column("target_model_revision"),
+                    sa_column("date_created"),
+                    sa_column("train_on", JSON()),
+                    sa_column("pretranslate", JSON()),
+                    sa_column("restarts"),
+                )
+                now = datetime.now(UTC)
+                common = {"engine_id": "e1", "owner": "me", "revision": 1, "step": 0, "restarts": 0}
+                await conn.execute(
+                    builds.insert(),
+                    [
+                        {
+                            "id": "b1",
+                            "state": "Completed",
+                            "target_model_revision": 1,
+                            "date_created": now,
+                            "train_on": camel_train,
+                            "pretranslate": camel_pretranslate,
+                            **common,
+                        },
+                        {
+                            "id": "b2",
+                            "state": "Completed",
+                            "target_model_revision": 2,
+                            "date_created": now,
+                            "train_on": [],
+                            "pretranslate": None,
+                            **common,
+                        },
+                    ],
+                )
+            await db.migrate()
+            query = select(builds.c.id, builds.c.train_on, builds.c.pretranslate).order_by(builds.c.id)
+            async with db.engine.connect() as conn:
+                upgraded = [tuple(r) for r in (await conn.execute(query)).all()]
+            async with db.engine.begin() as conn:
+                await conn.run_sync(lambda c: downgrade(c, "0004"))
+            async with db.engine.connect() as conn:
+                downgraded = [tuple(r) for r in (await conn.execute(query)).all()]
+            return upgraded, downgraded
+        finally:
+            await db.close()
+
+    upgraded, downgraded = asyncio.run(check())
+    b1, b2 = upgraded
+    assert b2 == ("b2", [], None)
+    train_on = build_corpora.load_training(b1[1])
+    pretranslate = build_corpora.load_pretranslate(b1[2])
+    assert train_on == [
+        build_corpora.TrainingEntry(
+            parallel_corpus_id="pc1",
+            source_filters=(build_corpora.CorpusFilter(corpus_id="c1", text_ids=("MAT",)),),
+            target_filters=(build_corpora.CorpusFilter(corpus_id="c2", scripture_range="MAT1-2"),),
+        )
+    ]
+    assert pretranslate == [
+        build_corpora.PretranslateEntry(
+            parallel_corpus_id="pc1", source_filters=(build_corpora.CorpusFilter(corpus_id="c1"),)
+        )
+    ]
+    assert b1[1] == build_corpora.dump(train_on) and b1[2] == build_corpora.dump(pretranslate)
+    assert downgraded[0] == (
+        "b1",
+        camel_train,
+        [{"parallelCorpusId": "pc1", "sourceFilters": [{"corpusId": "c1"}]}],
+    )
+    assert downgraded[1] == ("b2", [], None)

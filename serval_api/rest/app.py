@@ -18,6 +18,7 @@ from serval_api.rest import (
     builds_feed,
     corpora,
     downloads,
+    engine_corpora,
     engines,
     files,
     hooks,
@@ -47,6 +48,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
         parallel_corpora,
     ):
         app.include_router(module.router)
+    app.include_router(engine_corpora.router)
     app.include_router(pretranslations.router)
     app.include_router(hooks.router)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)

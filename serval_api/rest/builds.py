@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
-from pydantic import BaseModel
 
+from serval_api.rest.build_corpora import pretranslate_entries, training_entries
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.openapi import errors
 from serval_api.rest.protocol import TranslationBuild, TranslationBuildConfig, build_dto
@@ -42,8 +41,8 @@ async def start_build(
         caller,
         engine_id,
         name=config.name,
-        train_on=_dumped(config.train_on),
-        pretranslate=_dumped(config.pretranslate),
+        train_on=training_entries(config.train_on),
+        pretranslate=pretranslate_entries(config.pretranslate),
         options=config.options,
     )
     dto = build_dto(services.settings.api_base_url, build)
@@ -92,8 +91,3 @@ async def cancel_current_build(
     if build is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return build_dto(services.settings.api_base_url, build)
-
-
-def _dumped(configs: Sequence[BaseModel] | None) -> list[dict[str, Any]] | None:
-    """Stored as the client's camelCase JSON, without the fields it left out."""
-    return None if configs is None else [c.model_dump(by_alias=True, exclude_none=True) for c in configs]

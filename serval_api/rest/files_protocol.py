@@ -1,9 +1,10 @@
-"""The REST wire shapes of data files, corpora and parallel corpora."""
+"""The REST wire shapes of data files, corpora, parallel corpora and engine corpora."""
 
 from __future__ import annotations
 
 from serval_api.db.models import Corpus as CorpusRecord
 from serval_api.db.models import DataFile as DataFileRecord
+from serval_api.db.models import EngineCorpus as EngineCorpusRecord
 from serval_api.db.models import ParallelCorpus as ParallelCorpusRecord
 from serval_api.rest.protocol import Model, ResourceLink, engine_url
 
@@ -112,4 +113,62 @@ def parallel_corpus_dto(base_url: str, pc: ParallelCorpusRecord) -> ParallelCorp
         engine=ResourceLink(id=pc.engine_id, url=url),
         source_corpora=[ResourceLink(id=c, url=corpus_url(base_url, c)) for c in pc.source_corpus_ids],
         target_corpora=[ResourceLink(id=c, url=corpus_url(base_url, c)) for c in pc.target_corpus_ids],
+    )
+
+
+class TranslationCorpusFileConfig(Model):
+    file_id: str
+    text_id: str | None = None
+
+
+class TranslationCorpusConfig(Model):
+    name: str | None = None
+    source_language: str
+    target_language: str
+    source_files: list[TranslationCorpusFileConfig]
+    target_files: list[TranslationCorpusFileConfig]
+
+
+class TranslationCorpusUpdateConfig(Model):
+    source_files: list[TranslationCorpusFileConfig] | None = None
+    target_files: list[TranslationCorpusFileConfig] | None = None
+
+
+class TranslationCorpusFile(Model):
+    file: ResourceLink
+    text_id: str | None = None
+
+
+class TranslationCorpus(Model):
+    id: str
+    url: str
+    engine: ResourceLink
+    name: str | None = None
+    source_language: str
+    target_language: str
+    source_files: list[TranslationCorpusFile]
+    target_files: list[TranslationCorpusFile]
+
+
+def engine_corpus_dto(base_url: str, corpus: EngineCorpusRecord) -> TranslationCorpus:
+    url = engine_url(base_url, corpus.engine_id)
+
+    def side(entries: list[dict[str, str]]) -> list[TranslationCorpusFile]:
+        return [
+            TranslationCorpusFile(
+                file=ResourceLink(id=f["fileId"], url=file_url(base_url, f["fileId"])),
+                text_id=f.get("textId"),
+            )
+            for f in entries
+        ]
+
+    return TranslationCorpus(
+        id=corpus.id,
+        url=f"{url}/corpora/{corpus.id}",
+        engine=ResourceLink(id=corpus.engine_id, url=url),
+        name=corpus.name,
+        source_language=corpus.source_language,
+        target_language=corpus.target_language,
+        source_files=side(corpus.source_files),
+        target_files=side(corpus.target_files),
     )

@@ -5,23 +5,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from serval.translation.v1 import engine_pb2
 from serval_api.db.models import Build, Engine
 from serval_api.db.models import Pretranslation as PretranslationRecord
 from serval_api.db.models import Webhook as WebhookRecord
+from serval_api.rest.build_corpora import (
+    PretranslateCorpus,
+    PretranslateCorpusConfig,
+    TrainingCorpus,
+    TrainingCorpusConfig,
+    pretranslate_corpora,
+    training_corpora,
+)
+from serval_api.rest.wire import Model, ResourceLink
 from serval_api.webhooks.events import WebhookEvent
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class ResourceLink(Model):
-    id: str
-    url: str
 
 
 class TranslationEngineConfig(Model):
@@ -50,28 +49,6 @@ class TranslationEngine(Model):
     confidence: float
     corpus_size: int
     date_created: datetime | None = None
-
-
-class ParallelCorpusFilterConfig(Model):
-    """Which texts of one corpus to use: `textIds`, or a `scriptureRange` such as `MAT;MRK1-3`."""
-
-    corpus_id: str
-    text_ids: list[str] | None = None
-    scripture_range: str | None = None
-
-
-class TrainingCorpusConfig(Model):
-    parallel_corpus_id: str
-    source_filters: list[ParallelCorpusFilterConfig] | None = None
-    target_filters: list[ParallelCorpusFilterConfig] | None = None
-
-
-class PretranslateCorpusConfig(Model):
-    """`corpusId` is Serval's older name of `parallelCorpusId`."""
-
-    parallel_corpus_id: str | None = None
-    corpus_id: str | None = None
-    source_filters: list[ParallelCorpusFilterConfig] | None = None
 
 
 class TranslationBuildConfig(Model):
@@ -107,8 +84,8 @@ class TranslationBuild(Model):
     message: str | None = None
     queue_depth: int | None = None
     state: str
-    train_on: list[dict[str, Any]] | None = None
-    pretranslate: list[dict[str, Any]] | None = None
+    train_on: list[TrainingCorpus] | None = None
+    pretranslate: list[PretranslateCorpus] | None = None
     date_created: datetime | None = None
     date_started: datetime | None = None
     date_completed: datetime | None = None
@@ -300,8 +277,8 @@ def build_dto(base_url: str, build: Build) -> TranslationBuild:
         message=build.message,
         queue_depth=build.queue_depth,
         state=build.state,
-        train_on=build.train_on,
-        pretranslate=build.pretranslate,
+        train_on=training_corpora(base_url, url, build.train_on),
+        pretranslate=pretranslate_corpora(base_url, url, build.pretranslate),
         date_created=build.date_created,
         date_started=build.date_started,
         date_completed=build.date_finished,

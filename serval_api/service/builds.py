@@ -18,7 +18,8 @@ from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
-from serval_api.service import corpus_export, limits, pretranslations
+from serval_api.service import build_corpora, corpus_export, limits, pretranslations
+from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
 from serval_api.service.deployment import service_version
@@ -40,22 +41,23 @@ async def start_build(
     engine_id: str,
     *,
     name: str | None = None,
-    train_on: list[dict[str, Any]] | None = None,
-    pretranslate: list[dict[str, Any]] | None = None,
+    train_on: list[TrainingEntry] | None = None,
+    pretranslate: list[PretranslateEntry] | None = None,
     options: dict[str, Any] | None = None,
     build_id: str | None = None,
     corpora: list[corpus_export.ParallelSource] | None = None,
 ) -> Build:
-    """Omitted `train_on` trains on all the engine's parallel corpora (none: inference-only); empty
-    `train_on` is an inference-only build. `corpora` (gRPC) carries the corpora in the request."""
+    """Omitted `train_on` trains on all the engine's parallel corpora and engine corpora (none:
+    inference-only); empty `train_on` is an inference-only build. `corpora` (gRPC) carries the
+    corpora in the request."""
     caller.require(UPDATE_ENGINES)
     _check_options(options)
     limits.optional_text("name", name, limits.NAME_CHARS)
     if build_id is not None:
         limits.new_id("buildId", build_id)
     max_items = services.settings.api.max_list_items
-    _check_corpus_configs("trainOn", train_on, max_items)
-    _check_corpus_configs("pretranslate", pretranslate, max_items)
+    build_corpora.check("trainOn", train_on, max_items)
+    build_corpora.check("pretranslate", pretranslate, max_items)
     plan = await corpus_export.plan_build(
         services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, corpora=corpora
     )
@@ -76,8 +78,8 @@ async def start_build(
                 name=name,
                 state=BuildState.PENDING.value,
                 step=0,
-                train_on=train_on,
-                pretranslate=pretranslate,
+                train_on=build_corpora.dump(plan.train_on),
+                pretranslate=build_corpora.dump(plan.pretranslate),
                 options=options,
                 target_model_revision=engine.model_revision + 1,
                 job_token_hash=hash_secret(token),
@@ -138,17 +140,6 @@ def _check_options(options: dict[str, Any] | None) -> None:
         raise InvalidArgument(str(e)) from None
     except RecursionError:
         raise InvalidArgument("options: nested too deeply") from None
-
-
-def _check_corpus_configs(field: str, configs: list[dict[str, Any]] | None, max_items: int) -> None:
-    """`trainOn` / `pretranslate`: how many corpora, filters and text ids one build may name."""
-    limits.items(field, configs or (), max_items)
-    for i, config in enumerate(configs or ()):
-        for side in ("sourceFilters", "targetFilters"):
-            filters = config.get(side) or ()
-            limits.items(f"{field}[{i}].{side}", filters, max_items)
-            for j, item in enumerate(filters):
-                limits.items(f"{field}[{i}].{side}[{j}].textIds", item.get("textIds") or (), max_items)
 
 
 async def get_build(

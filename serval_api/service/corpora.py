@@ -39,19 +39,19 @@ async def owned_corpus(s: AsyncSession, caller: Caller, corpus_id: str, *, lock:
     return corpus
 
 
-async def _resolve_files(
-    services: Services, s: AsyncSession, caller: Caller, refs: list[CorpusFileRef]
+async def resolve_files(
+    services: Services, s: AsyncSession, caller: Caller, refs: list[CorpusFileRef], field_name: str = "files"
 ) -> list[dict[str, str]]:
     """A text id names the text in pretranslations, so it fits their column; a file's name gives
     the default one."""
-    limits.items("files", refs, services.settings.api.max_list_items)
+    limits.items(field_name, refs, services.settings.api.max_list_items)
     entries = []
     for i, ref in enumerate(refs):
         file = await s.get(DataFile, ref.file_id) if limits.can_be_id(ref.file_id) else None
         if file is None or file.owner != caller.owner:
-            raise InvalidArgument(f"files[{i}].fileId: no file {limits.shown(ref.file_id)}")
+            raise InvalidArgument(f"{field_name}[{i}].fileId: no file {limits.shown(ref.file_id)}")
         text_id = ref.text_id or default_text_id(file)
-        limits.text(f"files[{i}].textId", text_id, limits.TEXT_ID_CHARS)
+        limits.text(f"{field_name}[{i}].textId", text_id, limits.TEXT_ID_CHARS)
         entries.append({"fileId": file.id, "textId": text_id})
     return entries
 
@@ -74,7 +74,7 @@ async def create_corpus(
             name=name,
             language=lang.tag,
             revision=1,
-            files=await _resolve_files(services, s, caller, files),
+            files=await resolve_files(services, s, caller, files),
             date_created=utcnow(),
         )
         s.add(corpus)
@@ -113,7 +113,7 @@ async def update_corpus(
         if lang is not None:
             corpus.language = lang.tag
         if files is not None:
-            corpus.files = await _resolve_files(services, s, caller, files)
+            corpus.files = await resolve_files(services, s, caller, files)
         if name is not None:
             corpus.name = name
         corpus.revision += 1

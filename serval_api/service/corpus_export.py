@@ -1,9 +1,12 @@
-"""The build export: turn an engine's parallel corpora into the files a build job reads.
+"""The build export: turn an engine's parallel corpora and engine corpora into the files a build
+job reads.
 
 `plan_build` reads the corpora (from the database for REST builds, from the request for gRPC's
-`StartBuild`) and pairs their segments; `write_build_files` puts the result in the model store:
-`builds/{buildId}/train.src.txt` and `train.trg.txt` (one segment a line, paired by line) and
-`builds/{buildId}/pretranslate.src.json`.
+`StartBuild`) and pairs their segments, an engine corpus its source files with its target files
+as a parallel corpus its source corpora with its target corpora; `write_build_files` puts the
+result in the model store: `builds/{buildId}/train.src.txt` and `train.trg.txt` (one segment a
+line, paired by line) and `builds/{buildId}/pretranslate.src.json`, whose rows carry the id of
+the parallel corpus or engine corpus they came from as `corpusId`.
 
 Segments are keyed by (textId, ref). A Text file's ref is `{textId}:{lineNumber}` (1-based);
 a Paratext zip's text ids are book ids and its refs verse references (`MAT 1:1`), read with
@@ -19,18 +22,20 @@ import json
 import logging
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import Caller
-from serval_api.db.models import Corpus, DataFile, Engine, ParallelCorpus
+from serval_api.db.models import Corpus, DataFile, Engine, EngineCorpus, ParallelCorpus
 from serval_api.errors import InvalidArgument
-from serval_api.service import train_segments
+from serval_api.service import build_corpora, limits, train_segments
+from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry
 from serval_api.service.context import Services
+from serval_api.service.engine_corpora import engine_corpora_of
 from serval_api.service.engines import owned_engine
 from serval_api.service.files import FileFormat, contents_key, model_store
 from serval_api.service.parallel_corpora import engine_parallel_corpora
@@ -40,6 +45,8 @@ from serval_common.store import ModelStore, StoreError
 log = logging.getLogger(__name__)
 
 NO_PAIRS = "no parallel segments to train on"
+
+E = TypeVar("E", TrainingEntry, PretranslateEntry)
 
 _FILE_LOCATION = re.compile(r"^files/([^/]+)(?:/contents)?$")
 _RANGE_PART = re.compile(r"^([A-Z0-9]{3})(?:(\d+)(?:-(\d+))?)?$")
@@ -85,9 +92,13 @@ class MonolingualSource:
 
 @dataclass(frozen=True)
 class ParallelSource:
+    """`id` becomes the `corpusId` of its pretranslations; `kind` names it in warnings (an engine
+    corpus is a `corpus` whose two sides carry its own id)."""
+
     id: str
     source: tuple[MonolingualSource, ...]
     target: tuple[MonolingualSource, ...]
+    kind: str = "parallel corpus"
 
 
 @dataclass
@@ -99,6 +110,8 @@ class ExportPlan:
     train_segment_count: int = 0
     target_texts: list[dict[str, Any]] = field(default_factory=list)
     """Per corpus, its whole target side for quotation-mark detection (`build_jobs.quotes`)."""
+    train_on: list[TrainingEntry] | None = None
+    pretranslate: list[PretranslateEntry] | None = None
 
     def execution_data(self, engine: Engine) -> dict[str, Any]:
         return {
@@ -140,25 +153,35 @@ async def plan_build(
     caller: Caller,
     engine_id: str,
     *,
-    train_on: list[dict[str, Any]] | None,
-    pretranslate: list[dict[str, Any]] | None,
+    train_on: list[TrainingEntry] | None,
+    pretranslate: list[PretranslateEntry] | None,
     corpora: list[ParallelSource] | None = None,
 ) -> ExportPlan:
-    """`corpora` (gRPC) replaces the engine's stored parallel corpora and `train_on`/`pretranslate`."""
+    """`corpora` (gRPC) replaces the engine's stored corpora and `train_on`/`pretranslate`. The plan
+    carries `train_on` and `pretranslate` resolved (`build_corpora.resolve`)."""
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id)
         if corpora is None:
             stored = await engine_parallel_corpora(s, engine_id)
+            engine_corpora = await engine_corpora_of(s, engine_id)
+            known = {
+                "parallel_corpus_ids": [pc.id for pc in stored],
+                "engine_corpus_ids": [ec.id for ec in engine_corpora],
+            }
+            train_on = build_corpora.resolve("trainOn", train_on, **known)
+            pretranslate = build_corpora.resolve("pretranslate", pretranslate, **known)
             corpus_ids = {c for pc in stored for c in (*pc.source_corpus_ids, *pc.target_corpus_ids)}
             records = {c: await s.get(Corpus, c) for c in corpus_ids}
             file_ids = {f["fileId"] for corpus in records.values() if corpus for f in corpus.files}
+            file_ids |= {f["fileId"] for ec in engine_corpora for f in (*ec.source_files, *ec.target_files)}
             files = {f: await s.get(DataFile, f) for f in file_ids}
-            corpora = _stored_sources(stored, records, files, train_on, pretranslate)
+            corpora = _stored_sources(stored, engine_corpora, records, files, train_on, pretranslate)
         else:
             corpora = [await _owned_locations(s, caller, pc) for pc in corpora]
         segment_pairs = await train_segments.training_pairs(s, engine_id) if train_on != [] else []
     store = model_store(services.settings)
-    return await asyncio.to_thread(_collect, store, corpora, engine, segment_pairs)
+    plan = await asyncio.to_thread(_collect, store, corpora, engine, segment_pairs)
+    return replace(plan, train_on=train_on, pretranslate=pretranslate)
 
 
 async def write_build_files(services: Services, build_id: str, plan: ExportPlan) -> None:
@@ -208,51 +231,54 @@ async def _owned_locations(s: AsyncSession, caller: Caller, pc: ParallelSource) 
     )
 
 
+def _texts(where: str, text_ids: Sequence[str] | None, scripture_range: str | None) -> TextFilter:
+    if text_ids is None and scripture_range is None:
+        return ALL_TEXTS
+    by_range = (
+        parse_scripture_range(scripture_range, f"{where}.scriptureRange") if scripture_range else TextFilter()
+    )
+    return TextFilter(text_ids=frozenset(text_ids or ()), chapters=by_range.chapters)
+
+
 def _side_filters(
-    field_name: str, corpus_ids: list[str], filters: list[dict[str, Any]] | None
+    where: str, corpus_ids: list[str], filters: Sequence[CorpusFilter] | None, default: TextFilter
 ) -> dict[str, TextFilter | None]:
     if filters is None:
-        return dict.fromkeys(corpus_ids, ALL_TEXTS)
+        return dict.fromkeys(corpus_ids, default)
     chosen: dict[str, TextFilter | None] = dict.fromkeys(corpus_ids)
     for i, item in enumerate(filters):
-        where = f"{field_name}[{i}]"
-        corpus_id = item.get("corpusId")
-        if corpus_id not in chosen:
-            raise InvalidArgument(f"{where}.corpusId: {corpus_id!r} is not a corpus of this parallel corpus")
-        text_ids = item.get("textIds")
-        scripture = item.get("scriptureRange")
-        if text_ids is None and scripture is None:
-            chosen[corpus_id] = ALL_TEXTS
-            continue
-        by_range = parse_scripture_range(scripture, f"{where}.scriptureRange") if scripture else TextFilter()
-        chosen[corpus_id] = TextFilter(text_ids=frozenset(text_ids or ()), chapters=by_range.chapters)
+        if item.corpus_id not in chosen:
+            raise InvalidArgument(
+                f"{where}[{i}].corpusId: {limits.shown(item.corpus_id)} is not a corpus of this parallel corpus"
+            )
+        chosen[item.corpus_id] = _texts(f"{where}[{i}]", item.text_ids, item.scripture_range)
     return chosen
 
 
-def _by_parallel_corpus(
-    field_name: str, entries: list[dict[str, Any]] | None, known: dict[str, ParallelCorpus]
-) -> dict[str, dict[str, Any]]:
-    chosen = {}
-    for i, entry in enumerate(entries or ()):
-        pc_id = entry.get("parallelCorpusId") or entry.get("corpusId")
-        if pc_id not in known:
-            raise InvalidArgument(f"{field_name}[{i}]: unknown parallel corpus {pc_id}")
-        chosen[pc_id] = entry
-    return chosen
+def _indexed(entries: Sequence[E], by: Callable[[E], str | None]) -> dict[str, tuple[int, E]]:
+    return {key: (i, e) for i, e in enumerate(entries) if (key := by(e)) is not None}
 
 
 def _stored_sources(
     stored: list[ParallelCorpus],
+    engine_corpora: list[EngineCorpus],
     corpora: dict[str, Corpus | None],
     files: dict[str, DataFile | None],
-    train_on: list[dict[str, Any]] | None,
-    pretranslate: list[dict[str, Any]] | None,
+    train_on: list[TrainingEntry] | None,
+    pretranslate: list[PretranslateEntry] | None,
 ) -> list[ParallelSource]:
-    known = {pc.id: pc for pc in stored}
-    train = (
-        {pc.id: {} for pc in stored} if train_on is None else _by_parallel_corpus("trainOn", train_on, known)
-    )
-    pre = _by_parallel_corpus("pretranslate", pretranslate, known)
+    """`train_on` and `pretranslate` already resolved; `train_on` None: every corpus of the engine."""
+    if train_on is None:
+        train_on = [TrainingEntry(parallel_corpus_id=pc.id) for pc in stored]
+        train_on += [TrainingEntry(corpus_id=ec.id) for ec in engine_corpora]
+    pretranslate = pretranslate or []
+
+    def file_sources(entries: list[Any]) -> tuple[CorpusFileSource, ...]:
+        return tuple(
+            CorpusFileSource(contents_key(f.id), FileFormat(f.format), entry["textId"])
+            for entry in entries
+            if (f := files.get(entry["fileId"])) is not None
+        )
 
     def monolingual(
         corpus_id: str, train_filter: TextFilter | None, pre_filter: TextFilter | None
@@ -260,39 +286,66 @@ def _stored_sources(
         corpus = corpora[corpus_id]
         if corpus is None:
             return MonolingualSource(id=corpus_id, language="", files=(), train=None)
-        sources = tuple(
-            CorpusFileSource(contents_key(f.id), FileFormat(f.format), entry["textId"])
-            for entry in corpus.files
-            if (f := files.get(entry["fileId"])) is not None
+        return MonolingualSource(
+            corpus.id, corpus.language, file_sources(corpus.files), train_filter, pre_filter
         )
-        return MonolingualSource(corpus.id, corpus.language, sources, train_filter, pre_filter)
 
     result = []
+    train = _indexed(train_on, lambda e: e.parallel_corpus_id)
+    pre = _indexed(pretranslate, lambda e: e.parallel_corpus_id)
     for pc in stored:
+        src_train: dict[str, TextFilter | None] = {}
+        trg_train: dict[str, TextFilter | None] = {}
+        src_pre: dict[str, TextFilter | None] = {}
+        if pc.id in train:
+            i, t = train[pc.id]
+            default = _texts(f"trainOn[{i}]", t.text_ids, t.scripture_range)
+            src_train = _side_filters(
+                f"trainOn[{i}].sourceFilters", pc.source_corpus_ids, t.source_filters, default
+            )
+            trg_train = _side_filters(
+                f"trainOn[{i}].targetFilters", pc.target_corpus_ids, t.target_filters, default
+            )
+        if pc.id in pre:
+            i, p = pre[pc.id]
+            default = _texts(f"pretranslate[{i}]", p.text_ids, p.scripture_range)
+            src_pre = _side_filters(
+                f"pretranslate[{i}].sourceFilters", pc.source_corpus_ids, p.source_filters, default
+            )
         if pc.id not in train and pc.id not in pre:
             continue
-        t = train.get(pc.id)
-        p = pre.get(pc.id)
-        src_train = (
-            _side_filters("sourceFilters", pc.source_corpus_ids, t.get("sourceFilters"))
-            if t is not None
-            else {}
-        )
-        trg_train = (
-            _side_filters("targetFilters", pc.target_corpus_ids, t.get("targetFilters"))
-            if t is not None
-            else {}
-        )
-        src_pre = (
-            _side_filters("sourceFilters", pc.source_corpus_ids, p.get("sourceFilters"))
-            if p is not None
-            else {}
-        )
         result.append(
             ParallelSource(
                 id=pc.id,
                 source=tuple(monolingual(c, src_train.get(c), src_pre.get(c)) for c in pc.source_corpus_ids),
                 target=tuple(monolingual(c, trg_train.get(c), None) for c in pc.target_corpus_ids),
+            )
+        )
+
+    train = _indexed(train_on, lambda e: e.corpus_id)
+    pre = _indexed(pretranslate, lambda e: e.corpus_id)
+    for ec in engine_corpora:
+        if ec.id not in train and ec.id not in pre:
+            continue
+        train_filter = pre_filter = None
+        if ec.id in train:
+            i, t = train[ec.id]
+            train_filter = _texts(f"trainOn[{i}]", t.text_ids, t.scripture_range)
+        if ec.id in pre:
+            i, p = pre[ec.id]
+            pre_filter = _texts(f"pretranslate[{i}]", p.text_ids, p.scripture_range)
+        result.append(
+            ParallelSource(
+                id=ec.id,
+                kind="corpus",
+                source=(
+                    MonolingualSource(
+                        ec.id, ec.source_language, file_sources(ec.source_files), train_filter, pre_filter
+                    ),
+                ),
+                target=(
+                    MonolingualSource(ec.id, ec.target_language, file_sources(ec.target_files), train_filter),
+                ),
             )
         )
     return result
@@ -398,8 +451,9 @@ def _check_languages(pc: ParallelSource, engine: Engine, warnings: list[str]) ->
             except ValueError:
                 code = ""
             if code.split("_")[0] != engine_code.split("_")[0]:
+                what = f"its {side} side" if corpus.id == pc.id else f"{side} corpus {corpus.id}"
                 warnings.append(
-                    f"parallel corpus {pc.id}: {side} corpus {corpus.id} is in {corpus.language!r}, "
+                    f"{pc.kind} {pc.id}: {what} is in {corpus.language!r}, "
                     f"the engine's {side} language is {engine_tag!r}"
                 )
 

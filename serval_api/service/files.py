@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_FILES, DELETE_FILES, READ_FILES, UPDATE_FILES, Caller
-from serval_api.db.models import Corpus, DataFile, utcnow
+from serval_api.db.models import Corpus, DataFile, EngineCorpus, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from serval_api.service import limits
 from serval_api.service.context import Services
@@ -175,7 +175,7 @@ async def replace_contents(services: Services, caller: Caller, file_id: str, *, 
 
 
 async def delete_file(services: Services, caller: Caller, file_id: str) -> None:
-    """A file that a corpus still names cannot be deleted (409)."""
+    """A file that a corpus or an engine corpus still names cannot be deleted (409)."""
     caller.require(DELETE_FILES)
     async with services.db.session() as s:
         file = await owned_file(s, caller, file_id)
@@ -183,6 +183,13 @@ async def delete_file(services: Services, caller: Caller, file_id: str) -> None:
             if any(entry["fileId"] == file_id for entry in corpus.files):
                 raise Conflict(
                     f"file {file_id} is used by corpus {corpus.id}; remove it from the corpus first"
+                )
+        query = select(EngineCorpus).where(EngineCorpus.owner == caller.owner)
+        for ec in (await s.scalars(query)).all():
+            if any(entry["fileId"] == file_id for entry in (*ec.source_files, *ec.target_files)):
+                raise Conflict(
+                    f"file {file_id} is used by corpus {ec.id} of engine {ec.engine_id}; "
+                    "remove it from the corpus first"
                 )
         await s.delete(file)
     await asyncio.to_thread(model_store(services.settings).delete_prefix, f"files/{file_id}")

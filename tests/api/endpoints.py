@@ -2,7 +2,8 @@
 
 A REST row is one line: `Rest(method, route path, scope, ok statuses, json=…)`. Path parameters
 are filled from `World` by name (`{engine_id}`, `{build_id}`, `{file_id}`, `{corpus_id}`, `{pc_id}`,
-…); a row whose path names one of `OWNED_PARAMS` is also checked with another owner's key.
+`{engine_corpus_id}`, …); a row whose path names one of `OWNED_PARAMS` is also checked with
+another owner's key.
 Bodies may be callables of the world, for ids the body must carry.
 """
 
@@ -25,7 +26,16 @@ from tests.api.conftest import RunningApi, create_engine
 OWNER = "owner-a"
 OTHER_OWNER = "owner-b"
 OWNED_PARAMS = frozenset(
-    {"engine_id", "build_id", "file_id", "corpus_id", "pc_id", "parallel_corpus_id", "hook_id"}
+    {
+        "engine_id",
+        "build_id",
+        "file_id",
+        "corpus_id",
+        "pc_id",
+        "parallel_corpus_id",
+        "hook_id",
+        "engine_corpus_id",
+    }
 )
 NEW_HOOK = {"payloadUrl": "https://example.com/hook", "secret": "s", "events": ["TranslationBuildFinished"]}
 
@@ -160,6 +170,12 @@ class World:
     @cached_property
     def hook_id(self) -> str:
         return self._created(self.client.post("/hooks", json=NEW_HOOK))
+
+    @cached_property
+    def engine_corpus_id(self) -> str:
+        files = [{"fileId": self.file_id}]
+        body = {"sourceLanguage": "en", "targetLanguage": "sw", "sourceFiles": files, "targetFiles": files}
+        return self._created(self.client.post(f"/translation/engines/{self.engine_id}/corpora", json=body))
 
     @cached_property
     def key_id(self) -> str:

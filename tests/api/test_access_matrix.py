@@ -75,6 +75,24 @@ REST_ENDPOINTS: list[Rest] = [
         json={"sourceSegment": "a", "targetSegment": "b", "sentenceStart": True},
     ),
     Rest("GET", ENGINE + "/model-download-url", READ_ENGINES, 404),
+    Rest("GET", ENGINE + "/corpora", READ_ENGINES, 200),
+    Rest(
+        "POST",
+        ENGINE + "/corpora",
+        UPDATE_ENGINES,
+        201,
+        json=lambda w: {
+            "sourceLanguage": "en",
+            "targetLanguage": "sw",
+            "sourceFiles": [{"fileId": w.file_id}],
+            "targetFiles": [],
+        },
+    ),
+    Rest("GET", ENGINE + "/corpora/{engine_corpus_id}", READ_ENGINES, 200),
+    Rest("PATCH", ENGINE + "/corpora/{engine_corpus_id}", UPDATE_ENGINES, 200, json={"targetFiles": []}),
+    Rest(
+        "DELETE", ENGINE + "/corpora/{engine_corpus_id}", UPDATE_ENGINES, 200, query={"delete-files": "false"}
+    ),
     Rest("GET", ENGINE + "/parallel-corpora/{parallel_corpus_id}/pretranslations", READ_ENGINES, NOT_BUILT),
     # Serval's older path names a corpus; the world's corpus is not a parallel corpus, so even its owner gets 404.
     Rest("GET", ENGINE + "/corpora/{corpus_id}/pretranslations", READ_ENGINES, 404),

@@ -45,7 +45,7 @@ def test_every_operation_survives_fuzzing(api: RunningApi, client: httpx.Client)
     engine = create_engine(client, "echo")
     client.post(f"/translation/engines/{engine['id']}/builds", json={})
     headers = {"X-API-Key": api.api_key(scopes=ALL_SCOPES)}
-    real_ids = {"engine_id": engine["id"], **_file_and_corpus(api.rest_url, headers)}
+    real_ids = {"engine_id": engine["id"], **_file_and_corpus(api.rest_url, headers, engine["id"])}
     schema = schemathesis.openapi.from_dict(httpx.get(f"{api.rest_url}/openapi.json").json())
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 15
@@ -62,7 +62,7 @@ def test_every_operation_survives_fuzzing(api: RunningApi, client: httpx.Client)
     assert not failures, "\n\n".join(failures)
 
 
-def _file_and_corpus(base_url: str, headers: dict[str, str]) -> dict[str, str]:
+def _file_and_corpus(base_url: str, headers: dict[str, str], engine_id: str) -> dict[str, str]:
     with httpx.Client(base_url=f"{base_url}/api/v1", headers=headers) as client:
         uploaded = client.post(
             "/files", files={"file": ("a.txt", b"hello\n")}, data={"format": "Text", "name": "a"}
@@ -71,9 +71,15 @@ def _file_and_corpus(base_url: str, headers: dict[str, str]) -> dict[str, str]:
             return {}
         file_id = uploaded.json()["id"]
         corpus = client.post("/corpora", json={"language": "en", "files": [{"fileId": file_id}]})
+        files = [{"fileId": file_id}]
+        engine_corpus = client.post(
+            f"/translation/engines/{engine_id}/corpora",
+            json={"sourceLanguage": "en", "targetLanguage": "sw", "sourceFiles": files, "targetFiles": files},
+        )
         return {
             "file_id": file_id,
             **({"corpus_id": corpus.json()["id"]} if corpus.status_code == 201 else {}),
+            **({"engine_corpus_id": engine_corpus.json()["id"]} if engine_corpus.status_code == 201 else {}),
         }
 
 

@@ -302,6 +302,35 @@ def test_list_sizes(
     assert client.get(builds).json() == []
 
 
+def test_engine_corpus_lists(client: httpx.Client) -> None:
+    file_id = upload(client, b"hello\n").json()["id"]
+    engine_id = create_engine(client)["id"]
+    corpora = f"/translation/engines/{engine_id}/corpora"
+    files = [{"fileId": file_id, "textId": f"T{i}"} for i in range(ITEMS + 1)]
+    body = {"sourceLanguage": "en", "targetLanguage": "sw", "sourceFiles": files[:1], "targetFiles": files}
+    refused = client.post(corpora, json=body)
+    assert refused.status_code == 400
+    assert message(refused) == f"targetFiles: {ITEMS + 1} items; the limit is {ITEMS}"
+    corpus_id = client.post(corpora, json={**body, "targetFiles": files[:1]}).json()["id"]
+    assert client.patch(f"{corpora}/{corpus_id}", json={"sourceFiles": files}).status_code == 400
+    long_text_id = client.post(
+        corpora, json={**body, "targetFiles": [{"fileId": file_id, "textId": "T" * 201}]}
+    )
+    assert long_text_id.status_code == 400 and "targetFiles[0].textId" in message(long_text_id)
+
+    builds = f"/translation/engines/{engine_id}/builds"
+    for body, where in (
+        ({"trainOn": [{"corpusId": corpus_id, "textIds": ["T0"] * (ITEMS + 1)}]}, "trainOn[0].textIds"),
+        ({"pretranslate": [{"corpusId": corpus_id, "textIds": ["T" * 201]}]}, "pretranslate[0].textIds[0]"),
+        ({"trainOn": [{"corpusId": corpus_id, "scriptureRange": "MAT;" * 300}]}, "trainOn[0].scriptureRange"),
+        ({"trainOn": [{"corpusId": "c" * 100}]}, "trainOn[0].corpusId"),
+    ):
+        refused = client.post(builds, json=body)
+        assert refused.status_code == 400, body
+        assert message(refused).startswith(where), message(refused)
+    assert client.get(builds).json() == []
+
+
 def test_names_ids_and_tags(
     client: httpx.Client, engines: engine_pb2_grpc.TranslationEngineApiStub, metadata: Metadata
 ) -> None:
