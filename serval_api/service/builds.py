@@ -96,6 +96,8 @@ async def start_build(
             else:
                 engine.is_building = True
             s.add(build)
+            if build.state == BuildState.COMPLETED:
+                await pretranslations.store_echo(s, build, plan.pretranslate_rows)
             hooked = await enqueue_build_events(
                 s, build, was_running=True, was_started=False, base_url=services.settings.api_base_url
             )

@@ -28,10 +28,11 @@ from sqlalchemy import insert as sql_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, EngineCorpus, Pretranslation
+from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, Pretranslation
 from serval_api.errors import InvalidArgument, NotBuilt, NotFound, PermissionDenied, Unauthenticated
 from serval_api.service import limits
 from serval_api.service.context import Services
+from serval_api.service.engine_corpora import owned_engine_corpus
 from serval_api.service.engines import owned_engine
 from serval_api.service.files import FileFormat, contents_key, model_store
 from serval_api.service.job_auth import authorize_job_for_engine
@@ -187,6 +188,37 @@ async def _write(
         await s.execute(sql_insert(Pretranslation), [{**row, **tag} for row in batch])
 
 
+async def store_echo(s: AsyncSession, build: Build, source_rows: list[dict[str, Any]]) -> None:
+    """An echo build's pretranslations, in the transaction that completes it: each source segment
+    the build exported is its own translation, as Serval's echo engine answers; they replace the
+    engine's earlier rows."""
+    await s.flush()
+    await s.execute(
+        delete(Pretranslation).where(
+            Pretranslation.engine_id == build.engine_id, Pretranslation.build_id != build.id
+        )
+    )
+    if source_rows:
+        tag = {
+            "engine_id": build.engine_id,
+            "build_id": build.id,
+            "model_revision": build.target_model_revision,
+        }
+        rows = [
+            {
+                **tag,
+                "corpus_id": row["corpusId"],
+                "text_id": row["textId"],
+                "source_refs": row["sourceRefs"],
+                "target_refs": row["targetRefs"],
+                "translation": row["translation"],
+                "confidence": 1.0,
+            }
+            for row in source_rows
+        ]
+        await s.execute(sql_insert(Pretranslation), rows)
+
+
 async def build_finished(services: Services, build: Build) -> None:
     """A completed build's rows replace every other build's rows of the engine; a faulted or
     canceled build's own rows go."""
@@ -300,15 +332,9 @@ def _require_built(engine: Engine) -> None:
 async def _corpus_projects(
     s: AsyncSession, caller: Caller, engine_id: str, corpus_id: str, *, engine_corpus: bool
 ) -> _Projects:
-    if engine_corpus and limits.can_be_id(corpus_id):
-        found = await s.scalar(
-            select(EngineCorpus).where(
-                EngineCorpus.id == corpus_id,
-                EngineCorpus.engine_id == engine_id,
-                EngineCorpus.owner == caller.owner,
-            )
-        )
-        if found is not None:
+    if engine_corpus:
+        with contextlib.suppress(NotFound):
+            found = await owned_engine_corpus(s, caller, engine_id, corpus_id)
             return _Projects(
                 found.id,
                 await _paratext_keys(s, caller, [f["fileId"] for f in found.source_files]),

@@ -296,3 +296,25 @@ def test_deleting_the_engine_deletes_its_rows(api: RunningApi, owner: httpx.Clie
     job.completed()
     assert owner.delete(f"{ENGINES}/{engine_id}").status_code == 200
     assert stored_rows(api, engine_id=engine_id) == 0
+
+
+def test_an_echo_build_pretranslates_each_segment_as_itself(api: RunningApi, owner: httpx.Client) -> None:
+    """Serval's echo engine answers every pretranslation with its source; a second build's rows
+    replace the first's."""
+    engine = create_engine(owner, "echo")
+    source = corpus(owner, "en", {"MAT.txt": text(ENG_MAT)})
+    target = corpus(owner, "sw", {"MAT.txt": text([SWH_MAT[0]])})
+    pc_id = parallel_corpus(owner, engine["id"], source, target)
+    body = {"pretranslate": [{"parallelCorpusId": pc_id}]}
+    for _ in range(2):
+        response = owner.post(f"{ENGINES}/{engine['id']}/builds", json=body)
+        assert response.status_code == 201, response.text
+        assert response.json()["state"] == "Completed"
+
+    served = pretranslations(owner, engine["id"], pc_id)
+    assert served.status_code == 200, served.text
+    assert [(row["sourceRefs"], row["translation"], row["confidence"]) for row in served.json()] == [
+        (["MAT:2"], ENG_MAT[1], 1.0),
+        (["MAT:3"], ENG_MAT[2], 1.0),
+    ]
+    assert stored_rows(api, engine_id=engine["id"]) == 2
