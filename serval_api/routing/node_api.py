@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -110,28 +110,31 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         )
         for status in hello.models:
             self.registry.set_model_state(session, status)
-        await context.write(
-            node_pb2.ApiMessage(
-                welcome=node_pb2.Welcome(
-                    protocol_version=node_pb2.PROTOCOL_VERSION_1,
-                    session_id=session.session_id,
-                    api_instance_id=self.instance_id,
-                    heartbeat_interval_ms=int(self.settings.api.heartbeat_interval_s * 1000),
-                )
-            )
-        )
+        # Known (recorded and routable) before the welcome: a node that has its welcome can be found
+        # and controlled at once.
         if self.records is not None:
             drained = await self.records.opened(session, self.instance_id)
             if drained is not None:
                 session.order_drain(True, drained)
         await self.registry.add(session)
-        writer = asyncio.create_task(self._write_loop(session, context))
-        reader = asyncio.create_task(self._read_loop(session, context))
-        kicked = asyncio.create_task(session.kicked.wait())
+        tasks: list[asyncio.Task[Any]] = []
         silent = False
         bad_frame: str | None = None
         reason = "stream ended"
         try:
+            await context.write(
+                node_pb2.ApiMessage(
+                    welcome=node_pb2.Welcome(
+                        protocol_version=node_pb2.PROTOCOL_VERSION_1,
+                        session_id=session.session_id,
+                        api_instance_id=self.instance_id,
+                        heartbeat_interval_ms=int(self.settings.api.heartbeat_interval_s * 1000),
+                    )
+                )
+            )
+            reader = asyncio.create_task(self._read_loop(session, context))
+            kicked = asyncio.create_task(session.kicked.wait())
+            tasks = [asyncio.create_task(self._write_loop(session, context)), reader, kicked]
             await asyncio.wait([reader, kicked], return_when=asyncio.FIRST_COMPLETED)
             reason = reader.result() if reader.done() else session.kick_reason
         except TimeoutError:
@@ -140,7 +143,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         except BadFrame as e:
             bad_frame = reason = str(e)
         finally:
-            for task in (writer, reader, kicked):
+            for task in tasks:
                 task.cancel()
             # The node usually hangs up right after Goodbye, which cancels this handler: the
             # bookkeeping must finish anyway.
