@@ -10,6 +10,7 @@ from typing import Any
 from serval_api.rest.wire import Model, ResourceLink
 from serval_api.service import build_corpora
 from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry
+from serval_api.urls import corpus_url, engine_corpus_url, parallel_corpus_url
 
 
 class ParallelCorpusFilterConfig(Model):
@@ -89,14 +90,14 @@ def _filters(configs: Sequence[ParallelCorpusFilterConfig] | None) -> tuple[Corp
 
 
 def training_corpora(
-    base_url: str, engine_url: str, stored: Sequence[Any] | None
+    base_url: str, engine_id: str, stored: Sequence[Any] | None
 ) -> list[TrainingCorpus] | None:
     entries = build_corpora.load_training(stored)
     if entries is None:
         return None
     return [
         TrainingCorpus(
-            **_links(base_url, engine_url, e),
+            **_links(base_url, engine_id, e),
             target_filters=_filter_links(base_url, e.target_filters),
         )
         for e in entries
@@ -104,25 +105,26 @@ def training_corpora(
 
 
 def pretranslate_corpora(
-    base_url: str, engine_url: str, stored: Sequence[Any] | None
+    base_url: str, engine_id: str, stored: Sequence[Any] | None
 ) -> list[PretranslateCorpus] | None:
     entries = build_corpora.load_pretranslate(stored)
     if entries is None:
         return None
-    return [PretranslateCorpus(**_links(base_url, engine_url, e)) for e in entries]
+    return [PretranslateCorpus(**_links(base_url, engine_id, e)) for e in entries]
 
 
-def _links(base_url: str, engine_url: str, entry: PretranslateEntry | TrainingEntry) -> dict[str, Any]:
+def _links(base_url: str, engine_id: str, entry: PretranslateEntry | TrainingEntry) -> dict[str, Any]:
     return {
         "corpus": None
         if entry.corpus_id is None
-        else ResourceLink(id=entry.corpus_id, url=f"{engine_url}/corpora/{entry.corpus_id}"),
+        else ResourceLink(id=entry.corpus_id, url=engine_corpus_url(base_url, engine_id, entry.corpus_id)),
         "text_ids": None if entry.text_ids is None else list(entry.text_ids),
         "scripture_range": entry.scripture_range,
         "parallel_corpus": None
         if entry.parallel_corpus_id is None
         else ResourceLink(
-            id=entry.parallel_corpus_id, url=f"{engine_url}/parallel-corpora/{entry.parallel_corpus_id}"
+            id=entry.parallel_corpus_id,
+            url=parallel_corpus_url(base_url, engine_id, entry.parallel_corpus_id),
         ),
         "source_filters": _filter_links(base_url, entry.source_filters),
     }
@@ -133,7 +135,7 @@ def _filter_links(base_url: str, filters: Sequence[CorpusFilter] | None) -> list
         return None
     return [
         ParallelCorpusFilter(
-            corpus=ResourceLink(id=f.corpus_id, url=f"{base_url}/api/v1/corpora/{f.corpus_id}"),
+            corpus=ResourceLink(id=f.corpus_id, url=corpus_url(base_url, f.corpus_id)),
             text_ids=None if f.text_ids is None else list(f.text_ids),
             scripture_range=f.scripture_range,
         )

@@ -6,7 +6,8 @@ from serval_api.db.models import Corpus as CorpusRecord
 from serval_api.db.models import DataFile as DataFileRecord
 from serval_api.db.models import EngineCorpus as EngineCorpusRecord
 from serval_api.db.models import ParallelCorpus as ParallelCorpusRecord
-from serval_api.rest.protocol import Model, ResourceLink, engine_url
+from serval_api.rest.protocol import Model, ResourceLink
+from serval_api.urls import corpus_url, engine_corpus_url, engine_url, file_url, parallel_corpus_url
 
 
 class DataFile(Model):
@@ -69,14 +70,6 @@ class ParallelCorpus(Model):
     target_corpora: list[ResourceLink]
 
 
-def file_url(base_url: str, file_id: str) -> str:
-    return f"{base_url}/api/v1/files/{file_id}"
-
-
-def corpus_url(base_url: str, corpus_id: str) -> str:
-    return f"{base_url}/api/v1/corpora/{corpus_id}"
-
-
 def file_dto(base_url: str, file: DataFileRecord) -> DataFile:
     return DataFile(
         id=file.id,
@@ -108,7 +101,7 @@ def parallel_corpus_dto(base_url: str, pc: ParallelCorpusRecord) -> ParallelCorp
     url = engine_url(base_url, pc.engine_id)
     return ParallelCorpus(
         id=pc.id,
-        url=f"{url}/parallel-corpora/{pc.id}",
+        url=parallel_corpus_url(base_url, pc.engine_id, pc.id),
         name=pc.name,
         engine=ResourceLink(id=pc.engine_id, url=url),
         source_corpora=[ResourceLink(id=c, url=corpus_url(base_url, c)) for c in pc.source_corpus_ids],
@@ -164,7 +157,7 @@ def engine_corpus_dto(base_url: str, corpus: EngineCorpusRecord) -> TranslationC
 
     return TranslationCorpus(
         id=corpus.id,
-        url=f"{url}/corpora/{corpus.id}",
+        url=engine_corpus_url(base_url, corpus.engine_id, corpus.id),
         engine=ResourceLink(id=corpus.engine_id, url=url),
         name=corpus.name,
         source_language=corpus.source_language,

@@ -20,6 +20,7 @@ from serval_api.rest.build_corpora import (
     training_corpora,
 )
 from serval_api.rest.wire import Model, ResourceLink
+from serval_api.urls import build_url, engine_url, hook_url
 from serval_api.webhooks.events import WebhookEvent
 
 
@@ -236,14 +237,10 @@ class Webhook(Model):
 def webhook_dto(base_url: str, hook: WebhookRecord) -> Webhook:
     return Webhook(
         id=hook.id,
-        url=f"{base_url}/api/v1/hooks/{hook.id}",
+        url=hook_url(base_url, hook.id),
         payload_url=hook.payload_url,
         events=[WebhookEvent(e) for e in hook.events],
     )
-
-
-def engine_url(base_url: str, engine_id: str) -> str:
-    return f"{base_url}/api/v1/translation/engines/{engine_id}"
 
 
 def engine_dto(base_url: str, engine: Engine) -> TranslationEngine:
@@ -267,7 +264,7 @@ def build_dto(base_url: str, build: Build) -> TranslationBuild:
     url = engine_url(base_url, build.engine_id)
     return TranslationBuild(
         id=build.id,
-        url=f"{url}/builds/{build.id}",
+        url=build_url(base_url, build.engine_id, build.id),
         revision=build.revision,
         name=build.name,
         engine=ResourceLink(id=build.engine_id, url=url),
@@ -277,8 +274,8 @@ def build_dto(base_url: str, build: Build) -> TranslationBuild:
         message=build.message,
         queue_depth=build.queue_depth,
         state=build.state,
-        train_on=training_corpora(base_url, url, build.train_on),
-        pretranslate=pretranslate_corpora(base_url, url, build.pretranslate),
+        train_on=training_corpora(base_url, build.engine_id, build.train_on),
+        pretranslate=pretranslate_corpora(base_url, build.engine_id, build.pretranslate),
         date_created=build.date_created,
         date_started=build.date_started,
         date_completed=build.date_finished,

@@ -12,8 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.db.models import Build, DeliveryState, Webhook, WebhookDelivery, utcnow
-from serval_api.rest.protocol import engine_url
 from serval_api.service.keys import new_id
+from serval_api.urls import build_url, engine_url
 from serval_api.webhooks.events import WebhookEvent
 
 WEBHOOK_DELIVERIES = "webhook-deliveries"
@@ -66,10 +66,9 @@ async def enqueue_build_events(
 
 def event_body(event: WebhookEvent, build: Build, base_url: str) -> str:
     """The JSON text Serval sends for `event`; these exact bytes are signed and POSTed."""
-    engine = engine_url(base_url, build.engine_id)
     payload: dict[str, Any] = {
-        "build": {"id": build.id, "url": f"{engine}/builds/{build.id}"},
-        "engine": {"id": build.engine_id, "url": engine},
+        "build": {"id": build.id, "url": build_url(base_url, build.engine_id, build.id)},
+        "engine": {"id": build.engine_id, "url": engine_url(base_url, build.engine_id)},
     }
     if event == WebhookEvent.TRANSLATION_BUILD_FINISHED:
         payload["buildState"] = build.state
