@@ -1,38 +1,94 @@
-"""StartBuild's `repeated ParallelCorpus corpora` as the build export's transport-neutral sources,
-checked against the request limits: a parallel corpus id becomes the `corpusId` of its
-pretranslations and a file's text id their `textId`, so both fit those columns."""
+"""StartBuild's `repeated ParallelCorpus corpora`, converted at the edge: the corpora themselves
+become the build's catalogue (the export's transport-neutral sources, with their files), and their
+`train_on_*` / `pretranslate_*` choices become the service's typed entries (`build_corpora`), the
+same model a REST build stores. A parallel corpus id becomes the `corpusId` of its
+pretranslations and a file's text id their `textId`, so both are checked against those columns."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from serval.translation.v1 import engine_pb2
 from serval_api.service import limits
-from serval_api.service.corpus_export import (
-    ALL_TEXTS,
-    CorpusFileSource,
-    MonolingualSource,
-    ParallelSource,
-    TextFilter,
-)
+from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry
+from serval_api.service.corpus_export import CorpusFileSource, MonolingualSource, ParallelSource
 from serval_api.service.files import FileFormat
 
 
-def parallel_sources(corpora: Iterable[engine_pb2.ParallelCorpus], max_items: int) -> list[ParallelSource]:
+@dataclass(frozen=True)
+class BuildRequest:
+    catalog: list[ParallelSource]
+    train_on: list[TrainingEntry]
+    pretranslate: list[PretranslateEntry]
+
+
+def build_request(corpora: Iterable[engine_pb2.ParallelCorpus], max_items: int) -> BuildRequest:
     corpora = list(corpora)
     limits.items("corpora", corpora, max_items)
-    sources = []
+    request = BuildRequest([], [], [])
     for i, pc in enumerate(corpora):
         where = f"corpora[{i}]"
         limits.text(f"{where}.id", pc.id, limits.CORPUS_ID_CHARS)
-        sources.append(
+        request.catalog.append(
             ParallelSource(
                 id=pc.id,
                 source=_side(f"{where}.source_corpora", pc.source_corpora, max_items),
                 target=_side(f"{where}.target_corpora", pc.target_corpora, max_items),
             )
         )
-    return sources
+        train = [_train_filters(pc.source_corpora), _train_filters(pc.target_corpora)]
+        if any(train):
+            request.train_on.append(
+                TrainingEntry(parallel_corpus_id=pc.id, source_filters=train[0], target_filters=train[1])
+            )
+        pretranslate = tuple(
+            _filter(c.id, c.pretranslate_all, c.pretranslate_text_ids, c.pretranslate_chapters)
+            for c in pc.source_corpora
+            if c.pretranslate_all or c.pretranslate_text_ids or c.pretranslate_chapters
+        )
+        if pretranslate:
+            request.pretranslate.append(
+                PretranslateEntry(parallel_corpus_id=pc.id, source_filters=pretranslate)
+            )
+    return request
+
+
+def _train_filters(corpora: Sequence[engine_pb2.MonolingualCorpus]) -> tuple[CorpusFilter, ...]:
+    return tuple(
+        _filter(c.id, c.train_on_all, c.train_on_text_ids, c.train_on_chapters)
+        for c in corpora
+        if c.train_on_all or c.train_on_text_ids or c.train_on_chapters
+    )
+
+
+def _filter(
+    corpus_id: str,
+    everything: bool,
+    text_ids: Sequence[str],
+    chapters: Mapping[str, engine_pb2.ScriptureChapters],
+) -> CorpusFilter:
+    """Serval's `…_all`, `…_text_ids` and `…_chapters` of one corpus as an entry's filter (a book
+    without chapters is the whole book; runs of chapters become `MAT1-5`)."""
+    if everything:
+        return CorpusFilter(corpus_id=corpus_id)
+    return CorpusFilter(
+        corpus_id=corpus_id,
+        text_ids=tuple(text_ids) or None,
+        scripture_range=";".join(_book_range(book, c.chapters) for book, c in chapters.items()) or None,
+    )
+
+
+def _book_range(book: str, chapters: Iterable[int]) -> str:
+    runs: list[list[int]] = []
+    for chapter in sorted(set(chapters)):
+        if runs and chapter == runs[-1][1] + 1:
+            runs[-1][1] = chapter
+        else:
+            runs.append([chapter, chapter])
+    if not runs:
+        return book
+    return ";".join(f"{book}{first}" if first == last else f"{book}{first}-{last}" for first, last in runs)
 
 
 def _side(
@@ -68,19 +124,4 @@ def _monolingual(field: str, corpus: engine_pb2.MonolingualCorpus, max_items: in
             )
             for f in corpus.files
         ),
-        train=_filter(corpus.train_on_all, corpus.train_on_text_ids, corpus.train_on_chapters),
-        pretranslate=_filter(
-            corpus.pretranslate_all, corpus.pretranslate_text_ids, corpus.pretranslate_chapters
-        ),
     )
-
-
-def _filter(
-    everything: bool, text_ids: Iterable[str], chapters: Mapping[str, engine_pb2.ScriptureChapters]
-) -> TextFilter | None:
-    if everything:
-        return ALL_TEXTS
-    ids = frozenset(text_ids)
-    if not ids and not chapters:
-        return None
-    return TextFilter(text_ids=ids, chapters={book: frozenset(c.chapters) for book, c in chapters.items()})

@@ -12,7 +12,7 @@ from grpc.aio import ServicerContext as Context
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.errors import InvalidArgument, NotFound, ServalError
 from serval_api.grpc.calls import caller_of, run_call, served_by
-from serval_api.grpc.corpora import parallel_sources
+from serval_api.grpc.corpora import build_request
 from serval_api.service import Services, builds, downloads, engines, status, translation
 
 
@@ -117,15 +117,20 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
     async def StartBuild(self, request: engine_pb2.StartBuildRequest, context: Context) -> empty_pb2.Empty:
         async def call() -> empty_pb2.Empty:
             caller = await caller_of(self._services, context)
+            carried = (
+                build_request(request.corpora, self._services.settings.api.max_list_items)
+                if request.corpora
+                else None
+            )
             await builds.start_build(
                 self._services,
                 caller,
                 request.engine_id,
                 build_id=request.build_id or None,
                 options=_options(request.options) if request.HasField("options") else None,
-                corpora=parallel_sources(request.corpora, self._services.settings.api.max_list_items)
-                if request.corpora
-                else None,
+                train_on=None if carried is None else carried.train_on,
+                pretranslate=None if carried is None else carried.pretranslate,
+                catalog=None if carried is None else carried.catalog,
             )
             return empty_pb2.Empty()
 

@@ -45,11 +45,11 @@ async def start_build(
     pretranslate: list[PretranslateEntry] | None = None,
     options: dict[str, Any] | None = None,
     build_id: str | None = None,
-    corpora: list[corpus_export.ParallelSource] | None = None,
+    catalog: list[corpus_export.ParallelSource] | None = None,
 ) -> Build:
     """Omitted `train_on` trains on all the engine's parallel corpora and engine corpora (none:
-    inference-only); empty `train_on` is an inference-only build. `corpora` (gRPC) carries the
-    corpora in the request."""
+    inference-only); empty `train_on` is an inference-only build. `catalog` (gRPC) holds the corpora
+    the request carries, which the entries then name instead of the engine's stored ones."""
     caller.require(UPDATE_ENGINES)
     _check_options(options)
     limits.optional_text("name", name, limits.NAME_CHARS)
@@ -59,7 +59,7 @@ async def start_build(
     build_corpora.check("trainOn", train_on, max_items)
     build_corpora.check("pretranslate", pretranslate, max_items)
     plan = await corpus_export.plan_build(
-        services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, corpora=corpora
+        services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, catalog=catalog
     )
     token = secrets.token_urlsafe(32)
     now = utcnow()

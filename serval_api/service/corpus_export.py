@@ -25,12 +25,12 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import Caller
-from serval_api.db.models import Corpus, DataFile, Engine, EngineCorpus, ParallelCorpus
+from serval_api.db.models import Corpus, DataFile, Engine
 from serval_api.errors import InvalidArgument
 from serval_api.service import build_corpora, limits, train_segments
 from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry
@@ -46,7 +46,9 @@ log = logging.getLogger(__name__)
 
 NO_PAIRS = "no parallel segments to train on"
 
-E = TypeVar("E", TrainingEntry, PretranslateEntry)
+PARALLEL_CORPUS = "parallel corpus"
+ENGINE_CORPUS = "corpus"
+"""`ParallelSource.kind` of an engine corpus: one source and one target side, both its own id."""
 
 _FILE_LOCATION = re.compile(r"^files/([^/]+)(?:/contents)?$")
 _RANGE_PART = re.compile(r"^([A-Z0-9]{3})(?:(\d+)(?:-(\d+))?)?$")
@@ -81,24 +83,24 @@ class CorpusFileSource:
 
 @dataclass(frozen=True)
 class MonolingualSource:
-    """`train` / `pretranslate` None: the corpus takes no part in that."""
+    """`train` / `pretranslate`: the texts chosen for that; None: the corpus takes no part in it."""
 
     id: str
     language: str
     files: tuple[CorpusFileSource, ...]
-    train: TextFilter | None = ALL_TEXTS
+    train: TextFilter | None = None
     pretranslate: TextFilter | None = None
 
 
 @dataclass(frozen=True)
 class ParallelSource:
-    """`id` becomes the `corpusId` of its pretranslations; `kind` names it in warnings (an engine
-    corpus is a `corpus` whose two sides carry its own id)."""
+    """`id` becomes the `corpusId` of its pretranslations; `kind` (PARALLEL_CORPUS or ENGINE_CORPUS)
+    says which entries name it, and names it in warnings."""
 
     id: str
     source: tuple[MonolingualSource, ...]
     target: tuple[MonolingualSource, ...]
-    kind: str = "parallel corpus"
+    kind: str = PARALLEL_CORPUS
 
 
 @dataclass
@@ -155,30 +157,25 @@ async def plan_build(
     *,
     train_on: list[TrainingEntry] | None,
     pretranslate: list[PretranslateEntry] | None,
-    corpora: list[ParallelSource] | None = None,
+    catalog: list[ParallelSource] | None = None,
 ) -> ExportPlan:
-    """`corpora` (gRPC) replaces the engine's stored corpora and `train_on`/`pretranslate`. The plan
-    carries `train_on` and `pretranslate` resolved (`build_corpora.resolve`)."""
+    """`train_on` / `pretranslate` name corpora of the engine's stored ones, or of `catalog`: the
+    corpora a gRPC `StartBuild` carries, which then stand in for the stored ones. The plan carries
+    both resolved (`build_corpora.resolve`)."""
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id)
-        if corpora is None:
-            stored = await engine_parallel_corpora(s, engine_id)
-            engine_corpora = await engine_corpora_of(s, engine_id)
-            known = {
-                "parallel_corpus_ids": [pc.id for pc in stored],
-                "engine_corpus_ids": [ec.id for ec in engine_corpora],
-            }
-            train_on = build_corpora.resolve("trainOn", train_on, **known)
-            pretranslate = build_corpora.resolve("pretranslate", pretranslate, **known)
-            corpus_ids = {c for pc in stored for c in (*pc.source_corpus_ids, *pc.target_corpus_ids)}
-            records = {c: await s.get(Corpus, c) for c in corpus_ids}
-            file_ids = {f["fileId"] for corpus in records.values() if corpus for f in corpus.files}
-            file_ids |= {f["fileId"] for ec in engine_corpora for f in (*ec.source_files, *ec.target_files)}
-            files = {f: await s.get(DataFile, f) for f in file_ids}
-            corpora = _stored_sources(stored, engine_corpora, records, files, train_on, pretranslate)
+        if catalog is None:
+            catalog = await _stored_catalog(s, engine_id)
         else:
-            corpora = [await _owned_locations(s, caller, pc) for pc in corpora]
+            catalog = [await _owned_locations(s, caller, pc) for pc in catalog]
+        known = {
+            "parallel_corpus_ids": [pc.id for pc in catalog if pc.kind == PARALLEL_CORPUS],
+            "engine_corpus_ids": [pc.id for pc in catalog if pc.kind == ENGINE_CORPUS],
+        }
+        train_on = build_corpora.resolve("trainOn", train_on, **known)
+        pretranslate = build_corpora.resolve("pretranslate", pretranslate, **known)
         segment_pairs = await train_segments.training_pairs(s, engine_id) if train_on != [] else []
+    corpora = _chosen(catalog, train_on, pretranslate)
     store = model_store(services.settings)
     plan = await asyncio.to_thread(_collect, store, corpora, engine, segment_pairs)
     return replace(plan, train_on=train_on, pretranslate=pretranslate)
@@ -255,23 +252,15 @@ def _side_filters(
     return chosen
 
 
-def _indexed(entries: Sequence[E], by: Callable[[E], str | None]) -> dict[str, tuple[int, E]]:
-    return {key: (i, e) for i, e in enumerate(entries) if (key := by(e)) is not None}
-
-
-def _stored_sources(
-    stored: list[ParallelCorpus],
-    engine_corpora: list[EngineCorpus],
-    corpora: dict[str, Corpus | None],
-    files: dict[str, DataFile | None],
-    train_on: list[TrainingEntry] | None,
-    pretranslate: list[PretranslateEntry] | None,
-) -> list[ParallelSource]:
-    """`train_on` and `pretranslate` already resolved; `train_on` None: every corpus of the engine."""
-    if train_on is None:
-        train_on = [TrainingEntry(parallel_corpus_id=pc.id) for pc in stored]
-        train_on += [TrainingEntry(corpus_id=ec.id) for ec in engine_corpora]
-    pretranslate = pretranslate or []
+async def _stored_catalog(s: AsyncSession, engine_id: str) -> list[ParallelSource]:
+    """The engine's parallel corpora, then its engine corpora, with their files; no texts chosen."""
+    stored = await engine_parallel_corpora(s, engine_id)
+    engine_corpora = await engine_corpora_of(s, engine_id)
+    corpus_ids = {c for pc in stored for c in (*pc.source_corpus_ids, *pc.target_corpus_ids)}
+    corpora = {c: await s.get(Corpus, c) for c in corpus_ids}
+    file_ids = {f["fileId"] for corpus in corpora.values() if corpus for f in corpus.files}
+    file_ids |= {f["fileId"] for ec in engine_corpora for f in (*ec.source_files, *ec.target_files)}
+    files = {f: await s.get(DataFile, f) for f in file_ids}
 
     def file_sources(entries: list[Any]) -> tuple[CorpusFileSource, ...]:
         return tuple(
@@ -280,75 +269,92 @@ def _stored_sources(
             if (f := files.get(entry["fileId"])) is not None
         )
 
-    def monolingual(
-        corpus_id: str, train_filter: TextFilter | None, pre_filter: TextFilter | None
-    ) -> MonolingualSource:
+    def monolingual(corpus_id: str) -> MonolingualSource:
         corpus = corpora[corpus_id]
         if corpus is None:
-            return MonolingualSource(id=corpus_id, language="", files=(), train=None)
-        return MonolingualSource(
-            corpus.id, corpus.language, file_sources(corpus.files), train_filter, pre_filter
+            return MonolingualSource(id=corpus_id, language="", files=())
+        return MonolingualSource(corpus.id, corpus.language, file_sources(corpus.files))
+
+    catalog = [
+        ParallelSource(
+            id=pc.id,
+            source=tuple(monolingual(c) for c in pc.source_corpus_ids),
+            target=tuple(monolingual(c) for c in pc.target_corpus_ids),
+        )
+        for pc in stored
+    ]
+    catalog += [
+        ParallelSource(
+            id=ec.id,
+            kind=ENGINE_CORPUS,
+            source=(MonolingualSource(ec.id, ec.source_language, file_sources(ec.source_files)),),
+            target=(MonolingualSource(ec.id, ec.target_language, file_sources(ec.target_files)),),
+        )
+        for ec in engine_corpora
+    ]
+    return catalog
+
+
+def _chosen(
+    catalog: list[ParallelSource],
+    train_on: list[TrainingEntry] | None,
+    pretranslate: list[PretranslateEntry] | None,
+) -> list[ParallelSource]:
+    """The corpora of `catalog` the (resolved) entries name, each side's corpora carrying the texts
+    to train on and to pretranslate; `train_on` None: all of every corpus."""
+    if train_on is None:
+        train_on = [
+            TrainingEntry(parallel_corpus_id=pc.id)
+            if pc.kind == PARALLEL_CORPUS
+            else TrainingEntry(corpus_id=pc.id)
+            for pc in catalog
+        ]
+
+    def key(entry: TrainingEntry | PretranslateEntry) -> tuple[str, str | None]:
+        return (
+            (PARALLEL_CORPUS, entry.parallel_corpus_id)
+            if entry.parallel_corpus_id is not None
+            else (ENGINE_CORPUS, entry.corpus_id)
         )
 
+    train = {key(e): (i, e) for i, e in enumerate(train_on)}
+    pre = {key(e): (i, e) for i, e in enumerate(pretranslate or ())}
     result = []
-    train = _indexed(train_on, lambda e: e.parallel_corpus_id)
-    pre = _indexed(pretranslate, lambda e: e.parallel_corpus_id)
-    for pc in stored:
-        src_train: dict[str, TextFilter | None] = {}
-        trg_train: dict[str, TextFilter | None] = {}
-        src_pre: dict[str, TextFilter | None] = {}
-        if pc.id in train:
-            i, t = train[pc.id]
-            default = _texts(f"trainOn[{i}]", t.text_ids, t.scripture_range)
-            src_train = _side_filters(
-                f"trainOn[{i}].sourceFilters", pc.source_corpus_ids, t.source_filters, default
-            )
-            trg_train = _side_filters(
-                f"trainOn[{i}].targetFilters", pc.target_corpus_ids, t.target_filters, default
-            )
-        if pc.id in pre:
-            i, p = pre[pc.id]
-            default = _texts(f"pretranslate[{i}]", p.text_ids, p.scripture_range)
-            src_pre = _side_filters(
-                f"pretranslate[{i}].sourceFilters", pc.source_corpus_ids, p.source_filters, default
-            )
-        if pc.id not in train and pc.id not in pre:
+    for pc in catalog:
+        t = train.get((pc.kind, pc.id))
+        p = pre.get((pc.kind, pc.id))
+        if t is None and p is None:
             continue
+        src_ids = [c.id for c in pc.source]
+        trg_ids = [c.id for c in pc.target]
+        src_train = _entry_filters("trainOn", t, "sourceFilters", src_ids)
+        trg_train = _entry_filters("trainOn", t, "targetFilters", trg_ids)
+        src_pre = _entry_filters("pretranslate", p, "sourceFilters", src_ids)
         result.append(
-            ParallelSource(
-                id=pc.id,
-                source=tuple(monolingual(c, src_train.get(c), src_pre.get(c)) for c in pc.source_corpus_ids),
-                target=tuple(monolingual(c, trg_train.get(c), None) for c in pc.target_corpus_ids),
-            )
-        )
-
-    train = _indexed(train_on, lambda e: e.corpus_id)
-    pre = _indexed(pretranslate, lambda e: e.corpus_id)
-    for ec in engine_corpora:
-        if ec.id not in train and ec.id not in pre:
-            continue
-        train_filter = pre_filter = None
-        if ec.id in train:
-            i, t = train[ec.id]
-            train_filter = _texts(f"trainOn[{i}]", t.text_ids, t.scripture_range)
-        if ec.id in pre:
-            i, p = pre[ec.id]
-            pre_filter = _texts(f"pretranslate[{i}]", p.text_ids, p.scripture_range)
-        result.append(
-            ParallelSource(
-                id=ec.id,
-                kind="corpus",
-                source=(
-                    MonolingualSource(
-                        ec.id, ec.source_language, file_sources(ec.source_files), train_filter, pre_filter
-                    ),
+            replace(
+                pc,
+                source=tuple(
+                    replace(c, train=src_train.get(c.id), pretranslate=src_pre.get(c.id)) for c in pc.source
                 ),
-                target=(
-                    MonolingualSource(ec.id, ec.target_language, file_sources(ec.target_files), train_filter),
-                ),
+                target=tuple(replace(c, train=trg_train.get(c.id), pretranslate=None) for c in pc.target),
             )
         )
     return result
+
+
+def _entry_filters(
+    field_name: str,
+    indexed: tuple[int, TrainingEntry | PretranslateEntry] | None,
+    side: str,
+    corpus_ids: list[str],
+) -> dict[str, TextFilter | None]:
+    """Each corpus of one side: the texts the entry chooses of it (None: it takes no part)."""
+    if indexed is None:
+        return {}
+    i, entry = indexed
+    where = f"{field_name}[{i}]"
+    default = _texts(where, entry.text_ids, entry.scripture_range)
+    return _side_filters(f"{where}.{side}", corpus_ids, entry.side_filters().get(side), default)
 
 
 def _collect(

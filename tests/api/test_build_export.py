@@ -249,3 +249,80 @@ def test_grpc_start_build_exports_request_corpora(api: RunningApi, owner: httpx.
     assert reply == empty_pb2.Empty()
     assert train_files(api, "b" * 24) == (ENG_MAT, SWH_MAT)
     assert api.launcher.specs[-1].train is True
+
+
+def test_grpc_start_build_records_its_choices_in_the_typed_model(
+    api: RunningApi, owner: httpx.Client
+) -> None:
+    """Serval's `train_on_*` / `pretranslate_*` flags become the same entries a REST build stores:
+    chapters as a scripture range, text ids as text ids, `…_all` as a whole corpus."""
+    from serval_api.db.models import Build
+
+    engine = create_engine(owner)
+    source_file = upload(owner, "MAT.txt", text(ENG_MAT))
+    target_file = upload(owner, "MAT.txt", text([SWH_MAT[0]]))
+
+    def files(file_id: str) -> list[engine_pb2.CorpusFile]:
+        return [
+            engine_pb2.CorpusFile(
+                location=f"files/{file_id}", format=engine_pb2.FILE_FORMAT_TEXT, text_id="MAT"
+            )
+        ]
+
+    source = engine_pb2.MonolingualCorpus(
+        id="s",
+        language="en",
+        train_on_chapters={"MAT": engine_pb2.ScriptureChapters(chapters=[5, 1, 2, 3])},
+        pretranslate_text_ids=["MAT"],
+        files=files(source_file),
+    )
+    target = engine_pb2.MonolingualCorpus(id="t", language="sw", train_on_all=True, files=files(target_file))
+    stub = engine_pb2_grpc.TranslationEngineApiStub(api.channel)
+    stub.StartBuild(
+        engine_pb2.StartBuildRequest(
+            engine_type="Nmt",
+            engine_id=engine["id"],
+            build_id="c" * 24,
+            corpora=[engine_pb2.ParallelCorpus(id="pc", source_corpora=[source], target_corpora=[target])],
+        ),
+        metadata=(("x-api-key", owner.headers["X-API-Key"]),),
+    )
+
+    assert train_files(api, "c" * 24) == ([ENG_MAT[0]], [SWH_MAT[0]])
+    build = owner.get(f"/translation/engines/{engine['id']}/builds/{'c' * 24}").json()
+    base = f"{api.rest_url}/api/v1"
+    pc = {"id": "pc", "url": f"{base}/translation/engines/{engine['id']}/parallel-corpora/pc"}
+    assert build["trainOn"] == [
+        {
+            "parallelCorpus": pc,
+            "sourceFilters": [
+                {"corpus": {"id": "s", "url": f"{base}/corpora/s"}, "scriptureRange": "MAT1-3;MAT5"}
+            ],
+            "targetFilters": [{"corpus": {"id": "t", "url": f"{base}/corpora/t"}}],
+        }
+    ]
+    assert build["pretranslate"] == [
+        {
+            "parallelCorpus": pc,
+            "sourceFilters": [{"corpus": {"id": "s", "url": f"{base}/corpora/s"}, "textIds": ["MAT"]}],
+        }
+    ]
+    assert build["executionData"]["pretranslateCount"] == 2
+
+    async def stored() -> tuple[Any, Any]:
+        assert api.service.services is not None
+        async with api.service.services.db.session() as s:
+            row = await s.get(Build, "c" * 24)
+            assert row is not None
+            return row.train_on, row.pretranslate
+
+    assert api.run(stored()) == (
+        [
+            {
+                "parallel_corpus_id": "pc",
+                "source_filters": [{"corpus_id": "s", "scripture_range": "MAT1-3;MAT5"}],
+                "target_filters": [{"corpus_id": "t"}],
+            }
+        ],
+        [{"parallel_corpus_id": "pc", "source_filters": [{"corpus_id": "s", "text_ids": ["MAT"]}]}],
+    )
