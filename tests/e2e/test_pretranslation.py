@@ -76,8 +76,10 @@ def paratext_corpus(rest: httpx.Client, language: str, data: bytes) -> str:
 def test_the_build_job_reports_the_target_quote_convention(
     deployment: Deployment, e2e_database_url: str
 ) -> None:
-    """The real job detects the convention of the target project (Swahili with “ ” and ‘ ’) and
-    reports it with its per-corpus analysis; the USFM endpoint then serves the target's book."""
+    """The real job fine-tunes on the verse pairs of two Paratext projects, pretranslates the
+    chapter the target lacks, detects the convention of the target project (Swahili with “ ” and
+    ‘ ’) and reports it with its per-corpus analysis; the USFM endpoint then serves the target's
+    book, its existing verses kept and the missing chapter filled."""
     rest = deployment.rest
     english = ebible_verses("engwebp", "MAT", (1, 2, 3))
     swahili = ebible_verses("swh1850", "MAT", (1, 3))
@@ -99,14 +101,17 @@ def test_the_build_job_reports_the_target_quote_convention(
     response = rest.post(
         f"/translation/engines/{engine['id']}/builds",
         json={
-            "trainOn": [],
+            "trainOn": [{"parallelCorpusId": pc["id"]}],
             "pretranslate": [{"parallelCorpusId": pc["id"]}],
-            "options": {"pretranslateBatchSize": 8},
+            "options": {"pretranslateBatchSize": 8, "maxSteps": 10},
         },
     )
     assert response.status_code == 201, response.text
     build: dict[str, Any] = wait_for_build(rest, engine["id"], response.json(), timeout_s=180)
     assert build["state"] == "Completed", build
+    pairs = sum(1 for ref in english if target.get(ref))
+    assert 0 < build["executionData"]["trainCount"] <= pairs, "trained on the verses both projects hold"
+    assert build["targetQuoteConvention"] == "standard_english" and build["canDenormalizeQuotes"] is True
 
     with sqlalchemy.create_engine(e2e_database_url).connect() as db:
         convention, analysis = db.execute(
@@ -127,3 +132,14 @@ def test_the_build_job_reports_the_target_quote_convention(
     )
     assert usfm.status_code == 200, usfm.text
     assert swahili[(3, 2)] in usfm.text, "Auto: the target's book, its existing verses kept"
+    pretranslated = rest.get(
+        f"/translation/engines/{engine['id']}/parallel-corpora/{pc['id']}/pretranslations/MAT"
+    ).json()
+    assert {tuple(row["targetRefs"]) for row in pretranslated} == {
+        (f"MAT 2:{verse}",) for chapter, verse in english if chapter == 2
+    }
+    as_written = rest.get(
+        f"/translation/engines/{engine['id']}/parallel-corpora/{pc['id']}/pretranslations/MAT/usfm",
+        params={"quotation-mark-behavior": "Normalized"},
+    )
+    assert all(row["translation"].strip() in as_written.text for row in pretranslated), "chapter 2 filled"
