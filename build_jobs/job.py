@@ -25,6 +25,7 @@ from build_jobs.report import PlatformReporter, RetryPolicy
 from serval.translation.v1 import platform_pb2
 from serval_common.build_options import BuildOptions
 from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec
+from serval_common.names import check_id
 from serval_common.settings import Settings
 from serval_common.store import ModelStore, store_from_settings
 
@@ -61,6 +62,8 @@ def run_job(args: JobSpec, settings: Settings) -> int:
         progress = BuildProgress(platform, task, canceled)
         try:
             platform.started()
+            check_id("build", args.build_id)
+            check_id("engine", args.engine_id)
             options = BuildOptions.parse(args.options_json)
             base_model = options.base_model or settings.jobs.default_base_model
             store = store_from_settings(settings, args.store_url)

@@ -11,19 +11,21 @@ from serval_common.manifest import (
     Manifest,
     ManifestError,
     ManifestFile,
+    base_model_folder,
     describe_files,
     publish_folder,
     read_manifest,
 )
+from serval_common.names import check_id
 from serval_common.store import ModelStore
 
 
 def base_model_prefix(name: str) -> str:
-    return f"base-models/{name}"
+    return base_model_folder(name)
 
 
 def revision_prefix(engine_id: str, revision: int) -> str:
-    return f"models/{engine_id}/{revision}"
+    return f"models/{check_id('engine', engine_id)}/{revision}"
 
 
 def publish_inference_only(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import grpc
 
+from serval_common.store import InvalidKey
+
 MAX_MESSAGE_CHARS = 500
 """An error message echoes client input; cut, it still fits gRPC's trailing metadata (8 KiB)."""
 
@@ -94,3 +96,10 @@ class Unavailable(ServalError):
 
     http_status = 503
     grpc_code = grpc.StatusCode.UNAVAILABLE
+
+
+def invalid_key(error: InvalidKey) -> InvalidArgument:
+    """A model store key refused before anything was read or written: every client string that
+    becomes part of a key is checked where it enters, so this is a last line, and it answers as
+    the client's mistake (400 / INVALID_ARGUMENT) with the key quoted, never the store's location."""
+    return InvalidArgument(str(error))

@@ -11,10 +11,19 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from serval_cli.config import load_settings
+from serval_common.names import base_model_name_problem
 from serval_common.store import ModelStore, store_from_settings
 
 app = typer.Typer(help="Base models: what fine-tunes start from and inference-only builds publish.")
 console = Console(stderr=True)
+
+
+def _base_model_name(name: str) -> str:
+    problem = base_model_name_problem(name)
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    return name
+
 
 Home = Annotated[Path | None, typer.Option(envvar="SERVAL_HOME", help="data folder for the embedded mode")]
 StoreUrl = Annotated[str | None, typer.Option(help="model store URL (default: settings)")]
@@ -62,7 +71,7 @@ def make_tiny(
 
 @app.command("make-tiny")
 def make_tiny_command(
-    name: Annotated[str, typer.Option(help="base model name")] = "tiny-nllb",
+    name: Annotated[str, typer.Option(help="base model name", callback=_base_model_name)] = "tiny-nllb",
     source_file: Annotated[Path | None, typer.Option(help="source text, one segment a line")] = None,
     target_file: Annotated[
         Path | None, typer.Option(help="target text, line-aligned with the source")
@@ -107,7 +116,7 @@ def make_tiny_command(
 @app.command("import")
 def import_command(
     hf_dir: Annotated[Path, typer.Argument(help="a Hugging Face NLLB-200 checkpoint folder")],
-    name: Annotated[str, typer.Option(help="base model name")],
+    name: Annotated[str, typer.Option(help="base model name", callback=_base_model_name)],
     quantization: Annotated[str, typer.Option(help="CTranslate2 quantization")] = "int8",
     home: Home = None,
     store_url: StoreUrl = None,
@@ -139,7 +148,11 @@ def list_command(home: Home = None, store_url: StoreUrl = None) -> None:
 
     store = store_from_settings(load_settings(home=home, store__url=store_url))
     names = sorted(
-        {key.split("/")[1] for key in store.list_keys("base-models") if key.endswith("/manifest.json")}
+        {
+            key.split("/")[1]
+            for key in store.list_keys("base-models")
+            if key.endswith("/manifest.json") and base_model_name_problem(key.split("/")[1]) is None
+        }
     )
     for name in names:
         manifest = read_manifest(store, f"base-models/{name}")

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from serval_common.names import base_model_name_problem
 
 LrSchedule = Literal["constant", "linear", "cosine"]
 FreezablePart = Literal["embeddings", "encoder", "decoder"]
@@ -22,7 +24,10 @@ class BuildOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     base_model: str | None = Field(
-        default=None, alias="baseModel", description="base model name in the store"
+        default=None,
+        alias="baseModel",
+        description="name of a base model an administrator published (`serval admin base-model`): "
+        "1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit, without '..'",
     )
     max_steps: int = Field(default=1000, alias="maxSteps", ge=1, description="optimizer steps at most")
     time_budget_s: float = Field(
@@ -68,6 +73,14 @@ class BuildOptions(BaseModel):
         default=None, alias="clearmlQueue", description="ClearML queue for this build's job"
     )
     seed: int = 0
+
+    @field_validator("base_model")
+    @classmethod
+    def _base_model_name(cls, value: str | None) -> str | None:
+        problem = None if value is None else base_model_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @classmethod
     def parse(cls, text: str) -> BuildOptions:

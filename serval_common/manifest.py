@@ -15,17 +15,37 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from serval_common.names import base_model_name_problem, check_base_model_name
 from serval_common.store import ModelStore, ObjectMissing, StoreError, StoreUnavailable, error_chain
+from serval_common.store.base import check_key, relative_path_problem
 
 MANIFEST = "manifest.json"
 
+BASE_MODELS = "base-models"
+"""The store folder holding base models: `base-models/{name}/`."""
+
+MAX_FILE_PATH_BYTES = 512
+
 
 class ManifestFile(BaseModel):
-    path: str
+    path: str = Field(description="relative POSIX path of the file in the model folder")
     sha256: str
-    size: int
+    size: int = Field(ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _clean_relative_path(cls, value: str) -> str:
+        """Every reader joins `path` to a store prefix and to a local folder: a path that is not
+        a clean relative one (`..`, absolute, backslashes, control characters…) is refused here,
+        before anything joins it."""
+        problem = relative_path_problem(value, MAX_FILE_PATH_BYTES)
+        if problem is None and value == MANIFEST:
+            problem = "it is the manifest itself"
+        if problem is not None:
+            raise ValueError(f"file path {value[:60]!a} is not a clean relative path: {problem}")
+        return value
 
 
 class Manifest(BaseModel):
@@ -58,9 +78,27 @@ class Manifest(BaseModel):
     )
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
+    @field_validator("weights_from")
+    @classmethod
+    def _base_model_folder(cls, value: str | None) -> str | None:
+        """Only an inference-only build reuses weights, and only a base model's: a manifest can
+        never lend out another engine's revision."""
+        if value is None:
+            return None
+        folder, _, name = value.partition("/")
+        problem = "it is not base-models/{name}" if folder != BASE_MODELS else base_model_name_problem(name)
+        if problem is not None:
+            raise ValueError(f"weights_from {value[:60]!a} is not a base model folder: {problem}")
+        return value
+
     @property
     def size_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+
+def base_model_folder(name: str) -> str:
+    """`base-models/{name}`; `InvalidName` for a name that cannot be a base model's."""
+    return f"{BASE_MODELS}/{check_base_model_name(name)}"
 
 
 class ManifestError(StoreError):
@@ -118,6 +156,8 @@ def publish_folder(store: ModelStore, prefix: str, folder: Path | None, manifest
 
 
 def read_manifest(store: ModelStore, prefix: str) -> Manifest:
+    """`InvalidKey` (not a ManifestError) when `prefix` is not a clean key."""
+    check_key(prefix)
     try:
         raw = store.read_bytes(f"{prefix}/{MANIFEST}")
     except StoreError as exc:

@@ -75,3 +75,19 @@ def test_revoking_an_unknown_key_fails(tmp_path: Path, database_url: str) -> Non
     result = runner.invoke(app, ["admin", "api-key", "revoke", "nope", *home])
     assert result.exit_code == 1
     assert "API key nope not found" in result.output
+
+
+@pytest.mark.parametrize("name", ["../models/e1/1", "..", "/etc", "a..b", "．．", "x" * 101])
+def test_base_model_commands_refuse_a_name_that_is_not_one(tmp_path: Path, name: str) -> None:
+    """Before converting or training anything, and before the store is opened."""
+    store = tmp_path / "store"
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    for command in (
+        ["admin", "base-model", "import", str(hf_dir), "--name", name],
+        ["admin", "base-model", "make-tiny", "--name", name, "--steps", "1"],
+    ):
+        result = runner.invoke(app, [*command, "--home", str(tmp_path), "--store-url", store.as_uri()])
+        assert result.exit_code == 2, result.output
+        assert "base model name" in result.output
+    assert not store.exists() or not any(store.rglob("*"))

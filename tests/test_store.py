@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from serval_common.manifest import Manifest, ManifestError, fetch_folder, publish_folder, read_manifest
-from serval_common.store import ModelStore, StoreError, open_store
+from serval_common.store import InvalidKey, ModelStore, StoreError, open_store
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -70,8 +70,23 @@ def test_invalid_manifest_is_refused(store: ModelStore) -> None:
 
 def test_local_keys_cannot_leave_the_store(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "store"))
-    with pytest.raises(StoreError, match="leaves the store"):
+    with pytest.raises(InvalidKey, match=r"'\.\.' segment"):
         store.write_bytes("../outside", b"x")
+    assert not (tmp_path / "outside").exists()
+
+
+def test_a_symbolic_link_cannot_lead_out_of_the_local_store(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "store"))
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret").write_bytes(b"secret")
+    (tmp_path / "store" / "files").mkdir()
+    (tmp_path / "store" / "files" / "link").symlink_to(tmp_path / "outside")
+    with pytest.raises(InvalidKey, match="leaves the store") as refused:
+        store.read_bytes("files/link/secret")
+    assert str(tmp_path) not in str(refused.value)
+    with pytest.raises(InvalidKey, match="leaves the store"):
+        store.write_bytes("files/link/new", b"x")
+    assert sorted(p.name for p in (tmp_path / "outside").iterdir()) == ["secret"]
 
 
 def test_unknown_scheme() -> None:

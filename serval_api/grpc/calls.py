@@ -10,9 +10,10 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from serval_api.auth import API_KEY_METADATA, Caller, authenticate, bearer_value
-from serval_api.errors import ServalError
+from serval_api.errors import ServalError, invalid_key
 from serval_api.routing.work import Served
 from serval_api.service import Services
+from serval_common.store import InvalidKey
 
 T = TypeVar("T")
 
@@ -22,6 +23,10 @@ async def run_call(context: grpc.aio.ServicerContext, call: Callable[[], Awaitab
         return await call()
     except ServalError as e:
         await context.abort(e.grpc_code, e.message)
+        raise AssertionError("unreachable: abort raises") from e
+    except InvalidKey as e:
+        error = invalid_key(e)
+        await context.abort(error.grpc_code, error.message)
         raise AssertionError("unreachable: abort raises") from e
 
 

@@ -29,7 +29,7 @@ def build_request(corpora: Iterable[engine_pb2.ParallelCorpus], max_items: int) 
     request = BuildRequest([], [], [])
     for i, pc in enumerate(corpora):
         where = f"corpora[{i}]"
-        limits.text(f"{where}.id", pc.id, limits.CORPUS_ID_CHARS)
+        limits.optional_segment_name(f"{where}.id", pc.id, limits.CORPUS_ID_CHARS)
         request.catalog.append(
             ParallelSource(
                 id=pc.id,
@@ -99,18 +99,18 @@ def _side(
 
 
 def _monolingual(field: str, corpus: engine_pb2.MonolingualCorpus, max_items: int) -> MonolingualSource:
-    limits.text(f"{field}.id", corpus.id, limits.ID_CHARS)
+    limits.optional_segment_name(f"{field}.id", corpus.id, limits.ID_CHARS)
     limits.text(f"{field}.language", corpus.language, limits.LANGUAGE_TAG_CHARS)
     limits.items(f"{field}.files", corpus.files, max_items)
     for name in ("train_on_text_ids", "pretranslate_text_ids", "train_on_chapters", "pretranslate_chapters"):
         limits.items(f"{field}.{name}", getattr(corpus, name), max_items)
     for name in ("train_on_chapters", "pretranslate_chapters"):
         for book, chapters in getattr(corpus, name).items():
-            limits.text(f"{field}.{name} key", book, limits.TEXT_ID_CHARS)
+            limits.segment_name(f"{field}.{name} key", book, limits.TEXT_ID_CHARS)
             limits.items(f"{field}.{name}[{book!r}]", chapters.chapters, max_items)
     for i, f in enumerate(corpus.files):
         limits.text(f"{field}.files[{i}].location", f.location, limits.LOCATION_CHARS)
-        limits.text(f"{field}.files[{i}].text_id", f.text_id, limits.TEXT_ID_CHARS)
+        limits.optional_segment_name(f"{field}.files[{i}].text_id", f.text_id, limits.TEXT_ID_CHARS)
     return MonolingualSource(
         id=corpus.id,
         language=corpus.language,

@@ -10,7 +10,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from serval_api.errors import PayloadTooLarge, ServalError
+from serval_api.errors import PayloadTooLarge, ServalError, invalid_key
 from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
 from serval_api.rest import (
     admin,
@@ -30,6 +30,7 @@ from serval_api.rest import (
     translation,
 )
 from serval_api.service import Services
+from serval_common.store import InvalidKey
 
 
 def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> FastAPI:
@@ -59,6 +60,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
             app.include_router(metrics.router)
     openapi.install(app)
     app.add_exception_handler(ServalError, _serval_error)  # type: ignore[arg-type]
+    app.add_exception_handler(InvalidKey, _invalid_key)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     return app
@@ -113,6 +115,10 @@ def _error_response(error: ServalError) -> JSONResponse:
 
 async def _serval_error(_request: Request, error: ServalError) -> JSONResponse:
     return _error_response(error)
+
+
+async def _invalid_key(_request: Request, error: InvalidKey) -> JSONResponse:
+    return _error_response(invalid_key(error))
 
 
 async def _http_error(_request: Request, error: HTTPException) -> Response:

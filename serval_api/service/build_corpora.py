@@ -85,7 +85,7 @@ def _check_texts(
 ) -> None:
     limits.items(f"{where}.textIds", text_ids or (), max_items)
     for k, text_id in enumerate(text_ids or ()):
-        limits.text(f"{where}.textIds[{k}]", text_id, limits.TEXT_ID_CHARS)
+        limits.segment_name(f"{where}.textIds[{k}]", text_id, limits.TEXT_ID_CHARS)
     limits.optional_text(f"{where}.scriptureRange", scripture_range, SCRIPTURE_RANGE_CHARS)
 
 

@@ -17,16 +17,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
-from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout
+from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout, Unavailable
 from serval_api.service import build_corpora, corpus_export, limits, pretranslations
 from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
 from serval_api.service.deployment import service_version
 from serval_api.service.engines import owned_engine
+from serval_api.service.files import model_store
 from serval_api.service.keys import hash_secret, new_id
 from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES, enqueue_build_events
 from serval_common.build_options import BuildOptions, BuildOptionsError
+from serval_common.manifest import ManifestError, base_model_folder, read_manifest, store_unavailable
+from serval_common.names import InvalidName
+from serval_common.store import InvalidKey
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +55,15 @@ async def start_build(
     inference-only); empty `train_on` is an inference-only build. `catalog` (gRPC) holds the corpora
     the request carries, which the entries then name instead of the engine's stored ones."""
     caller.require(UPDATE_ENGINES)
-    _check_options(options)
+    parsed = _check_options(options)
     limits.optional_text("name", name, limits.NAME_CHARS)
     if build_id is not None:
         limits.new_id("buildId", build_id)
     max_items = services.settings.api.max_list_items
     build_corpora.check("trainOn", train_on, max_items)
     build_corpora.check("pretranslate", pretranslate, max_items)
+    if parsed.base_model is not None:
+        await _check_base_model(services, parsed.base_model)
     plan = await corpus_export.plan_build(
         services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, catalog=catalog
     )
@@ -134,14 +140,38 @@ def job_spec(services: Services, build: Build, engine: Engine, *, train: bool, j
     )
 
 
-def _check_options(options: dict[str, Any] | None) -> None:
+def _check_options(options: dict[str, Any] | None) -> BuildOptions:
     """Refuse bad build options now (400) rather than fault the build minutes later."""
     try:
-        BuildOptions.parse(json.dumps(options or {}))
+        return BuildOptions.parse(json.dumps(options or {}))
     except BuildOptionsError as e:
         raise InvalidArgument(str(e)) from None
     except RecursionError:
         raise InvalidArgument("options: nested too deeply") from None
+
+
+async def _check_base_model(services: Services, name: str) -> None:
+    """A build starts only from a base model an administrator published (`serval admin
+    base-model …` writes `base-models/{name}/manifest.json`, last): 400 for any other name, before
+    anything is recorded or queued."""
+    refused = InvalidArgument(
+        f"options.baseModel: {limits.shown(name)} is not a published base model; "
+        "an administrator publishes base models with `serval admin base-model`"
+    )
+    try:
+        manifest = await asyncio.to_thread(
+            read_manifest, model_store(services.settings), base_model_folder(name)
+        )
+    except (InvalidName, InvalidKey):
+        raise refused from None
+    except ManifestError as e:
+        if store_unavailable(e):
+            log.warning("model store unavailable at build start", extra={"base_model": name, "error": str(e)})
+            raise Unavailable("the model store is unavailable; try again later", retry_after_s=5) from None
+        log.info("build refused: base model not published", extra={"base_model": name, "error": str(e)})
+        raise refused from None
+    if manifest.kind != "base-model":
+        raise refused
 
 
 async def get_build(

@@ -51,7 +51,7 @@ async def resolve_files(
         if file is None or file.owner != caller.owner:
             raise InvalidArgument(f"{field_name}[{i}].fileId: no file {limits.shown(ref.file_id)}")
         text_id = ref.text_id or default_text_id(file)
-        limits.text(f"{field_name}[{i}].textId", text_id, limits.TEXT_ID_CHARS)
+        limits.segment_name(f"{field_name}[{i}].textId", text_id, limits.TEXT_ID_CHARS)
         entries.append({"fileId": file.id, "textId": text_id})
     return entries
 
@@ -66,7 +66,7 @@ async def create_corpus(
 ) -> Corpus:
     caller.require(CREATE_CORPORA)
     lang = language("language", language_tag)
-    limits.optional_text("name", name, limits.NAME_CHARS)
+    limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         corpus = Corpus(
             id=new_id(),
@@ -107,7 +107,7 @@ async def update_corpus(
     """Replaces the fields given; the next build exports the corpus as it is then."""
     caller.require(UPDATE_CORPORA)
     lang = language("language", language_tag) if language_tag is not None else None
-    limits.optional_text("name", name, limits.NAME_CHARS)
+    limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         corpus = await owned_corpus(s, caller, corpus_id, lock=True)
         if lang is not None:

@@ -216,7 +216,8 @@ async def _owned_locations(s: AsyncSession, caller: Caller, pc: ParallelSource) 
             record = await s.get(DataFile, match.group(1)) if match else None
             if record is None or record.owner != caller.owner:
                 raise InvalidArgument(
-                    f"corpus {corpus.id}: location {file.location!r} is not one of your files"
+                    f"corpus {limits.shown(corpus.id)}: location {limits.shown(file.location)} "
+                    "is not one of your files"
                 )
             files.append(replace(file, location=contents_key(record.id)))
         return replace(corpus, files=tuple(files))
@@ -489,7 +490,8 @@ class _FileReader:
             try:
                 self._store.download_file(file.location, path)
             except StoreError as e:
-                raise InvalidArgument(f"corpus file {file.location!r} cannot be read: {e}") from None
+                log.warning("corpus file unreadable", extra={"location": file.location, "error": str(e)})
+                raise InvalidArgument(f"corpus file {limits.shown(file.location)} cannot be read") from None
             self._paths[file.location] = path
         return self._paths[file.location]
 

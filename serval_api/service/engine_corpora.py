@@ -60,7 +60,7 @@ async def create_engine_corpus(
     caller.require(UPDATE_ENGINES)
     source = language("sourceLanguage", source_language)
     target = language("targetLanguage", target_language)
-    limits.optional_text("name", name, limits.NAME_CHARS)
+    limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id)
         corpus = EngineCorpus(

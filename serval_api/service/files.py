@@ -122,7 +122,7 @@ async def create_file(
 ) -> DataFile:
     caller.require(CREATE_FILES)
     fmt = parse_format(format)
-    limits.optional_text("name", name, limits.FILE_NAME_CHARS)
+    limits.optional_segment_name("name", name, limits.FILE_NAME_CHARS)
     file_id = new_id()
     size = await _store_contents(services, file_id, contents, fmt)
     file = DataFile(

@@ -4,7 +4,9 @@ Text that is stored never exceeds its column's width and holds no NUL (PostgreSQ
 in text), so a value that passes is stored the same on every database. An id a client chooses
 is also part of store keys (`models/{engineId}/…`, `builds/{buildId}/…`) and URLs, so it is made
 of letters, digits, `.`, `_` and `-` and cannot be `.` or `..`. A value that cannot be an id is
-never looked up: it names nothing.
+never looked up: it names nothing. Names a client gives files, corpora and texts end up in URLs
+(`…/pretranslations/{textId}`), download file names and exports, so they are one path segment
+(`segment_name`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sqlalchemy import String
 
 from serval_api.db.models import Base, Build, DataFile, Engine, Pretranslation
 from serval_api.errors import InvalidArgument, PayloadTooLarge
+from serval_common.store.base import segment_problem
 
 
 def column_width(model: type[Base], column: str) -> int:
@@ -58,6 +61,22 @@ def text(field: str, value: str, max_chars: int) -> str:
 
 def optional_text(field: str, value: str | None, max_chars: int) -> str | None:
     return None if value is None else text(field, value, max_chars)
+
+
+def segment_name(field: str, value: str, max_chars: int) -> str:
+    """A name that may become one segment of a path, key or URL (a file name, a text id, a
+    corpus name): at most `max_chars` characters, not `.` or `..`, no slash, backslash or control
+    character, read as written, percent-decoded or NFKC-normalized (look-alike dots and slashes)."""
+    text(field, value, max_chars)
+    problem = segment_problem(value)
+    if problem is not None:
+        raise InvalidArgument(f"{field}: {shown(value)} is not a valid name ({problem})")
+    return value
+
+
+def optional_segment_name(field: str, value: str | None, max_chars: int) -> str | None:
+    """None and the empty string (no name) pass."""
+    return value if not value else segment_name(field, value, max_chars)
 
 
 def segment(field: str, value: str, max_chars: int, *, blank: bool = False) -> str:

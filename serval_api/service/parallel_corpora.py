@@ -56,7 +56,7 @@ async def create_parallel_corpus(
     name: str | None = None,
 ) -> ParallelCorpus:
     caller.require(UPDATE_ENGINES)
-    limits.optional_text("name", name, limits.NAME_CHARS)
+    limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id)
         pc = ParallelCorpus(
@@ -108,7 +108,7 @@ async def update_parallel_corpus(
     name: str | None = None,
 ) -> ParallelCorpus:
     caller.require(UPDATE_ENGINES)
-    limits.optional_text("name", name, limits.NAME_CHARS)
+    limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         pc = await owned_parallel_corpus(s, caller, engine_id, pc_id)
         if source_corpus_ids is not None:

@@ -1,6 +1,7 @@
 """The model store: base models, model revisions and build files, in a local folder or S3."""
 
 from serval_common.store.base import (
+    InvalidKey,
     ModelStore,
     ObjectMissing,
     StoreError,
@@ -11,6 +12,7 @@ from serval_common.store.base import (
 )
 
 __all__ = [
+    "InvalidKey",
     "ModelStore",
     "ObjectMissing",
     "StoreError",

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import tempfile
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:
     from serval_common.settings import Settings
@@ -34,41 +35,140 @@ class StoreUnavailable(StoreError):
     throttling, 5xx): trying again later may succeed."""
 
 
+class InvalidKey(StoreError, ValueError):
+    """A key that is not a clean relative path under the store's root or prefix. Nothing was read
+    or written. The message quotes the key (cut), never the store's location."""
+
+
+MAX_KEY_BYTES = 1024
+"""S3's limit on a whole key (UTF-8), and so this store's on a key below its prefix."""
+
+_SHOWN_CHARS = 60
+
+
+def shown_key(key: str) -> str:
+    return ascii(key if len(key) <= _SHOWN_CHARS else key[:_SHOWN_CHARS] + "…")
+
+
+def segment_problem(segment: str) -> str | None:
+    """Why `segment` cannot be one segment of a key or relative file path, or None when it can.
+
+    Refused as written and as any layer might later read it (percent-decoded, NFKC-normalized,
+    which turns look-alikes such as ONE DOT LEADER or fullwidth dots and solidus into `.` and
+    `/`): empty, `.`, `..`, a slash or backslash inside, or a control or surrogate character."""
+    if not segment:
+        return "an empty segment"
+    for form in _readings(segment):
+        if form in (".", ".."):
+            return f"a {form!r} segment"
+        if "/" in form or "\\" in form:
+            return "a slash or backslash within a segment"
+        if any(unicodedata.category(c) in ("Cc", "Cs") for c in form):
+            return "a control character"
+    return None
+
+
+def _readings(text: str, rounds: int = 4) -> set[str]:
+    """`text` and what percent-decoding and NFKC normalization, repeated, make of it."""
+    forms = {text}
+    for _ in range(rounds):
+        more = {unquote(f) for f in forms} | {unicodedata.normalize("NFKC", f) for f in forms}
+        if more <= forms:
+            break
+        forms |= more
+    return forms
+
+
+def relative_path_problem(path: str, max_bytes: int = MAX_KEY_BYTES) -> str | None:
+    """Why `path` is not a clean relative POSIX path (`a/b/c`), or None when it is."""
+    if not path:
+        return "it is empty"
+    if len(path.encode("utf-8", "surrogatepass")) > max_bytes:
+        return f"it is longer than {max_bytes} bytes"
+    if path.startswith("/"):
+        return "it is absolute"
+    if "\\" in path:
+        return "it holds a backslash"
+    for segment in path.split("/"):
+        problem = segment_problem(segment)
+        if problem is not None:
+            return f"it has {problem}"
+    return None
+
+
+def check_key(key: str) -> str:
+    """`key` when it is a clean relative path (no `.`/`..`/empty segments, no trailing `/`, no
+    backslash or control character, at most MAX_KEY_BYTES); else `InvalidKey`."""
+    problem = relative_path_problem(key) if isinstance(key, str) else "it is not a string"
+    if problem is not None:
+        raise InvalidKey(f"invalid model store key {shown_key(str(key))}: {problem}")
+    return key
+
+
 class ModelStore(ABC):
-    """Keys are POSIX paths relative to the store root (`models/{engineId}/{revision}/model.bin`)."""
+    """Keys are POSIX paths relative to the store root (`models/{engineId}/{revision}/model.bin`).
+
+    Every public method refuses a key or prefix that `check_key` refuses (`InvalidKey`) before it
+    touches the store; implementations implement the underscored methods."""
 
     url: str
 
-    @abstractmethod
-    def read_bytes(self, key: str) -> bytes: ...
+    def read_bytes(self, key: str) -> bytes:
+        return self._read_bytes(check_key(key))
 
-    @abstractmethod
-    def write_bytes(self, key: str, data: bytes) -> None: ...
+    def write_bytes(self, key: str, data: bytes) -> None:
+        self._write_bytes(check_key(key), data)
 
-    @abstractmethod
-    def upload_file(self, key: str, source: Path) -> None: ...
+    def upload_file(self, key: str, source: Path) -> None:
+        self._upload_file(check_key(key), source)
 
-    @abstractmethod
     def download_file(self, key: str, target: Path) -> None:
         """Write the object to `target` (the caller renames it into place)."""
+        self._download_file(check_key(key), target)
 
     def iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
-        """Stream the object without holding it in memory (through a temporary file here)."""
+        """Stream the object without holding it in memory. The key is checked now, not when the
+        stream is first read."""
+        return self._iter_bytes(check_key(key), chunk_size)
+
+    def exists(self, key: str) -> bool:
+        return self._exists(check_key(key))
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """Every key under `prefix` (a folder), sorted."""
+        return self._list_keys(check_key(prefix))
+
+    def delete_prefix(self, prefix: str) -> None:
+        self._delete_prefix(check_key(prefix))
+
+    @abstractmethod
+    def _read_bytes(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def _write_bytes(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _upload_file(self, key: str, source: Path) -> None: ...
+
+    @abstractmethod
+    def _download_file(self, key: str, target: Path) -> None: ...
+
+    def _iter_bytes(self, key: str, chunk_size: int) -> Iterator[bytes]:
+        """Through a temporary file here."""
         with tempfile.TemporaryDirectory(prefix="serval-stream-") as folder:
             target = Path(folder) / "object"
-            self.download_file(key, target)
+            self._download_file(key, target)
             with target.open("rb") as fh:
                 yield from iter(lambda: fh.read(chunk_size), b"")
 
     @abstractmethod
-    def exists(self, key: str) -> bool: ...
+    def _exists(self, key: str) -> bool: ...
 
     @abstractmethod
-    def list_keys(self, prefix: str) -> list[str]:
-        """Every key under `prefix` (a folder), sorted."""
+    def _list_keys(self, prefix: str) -> list[str]: ...
 
     @abstractmethod
-    def delete_prefix(self, prefix: str) -> None: ...
+    def _delete_prefix(self, prefix: str) -> None: ...
 
 
 def open_store(url: str, **s3_options: str | None) -> ModelStore:

@@ -11,7 +11,14 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, Inc
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from s3transfer.exceptions import RetriesExceededError
 
-from serval_common.store.base import ModelStore, ObjectMissing, StoreError, StoreUnavailable, error_chain
+from serval_common.store.base import (
+    ModelStore,
+    ObjectMissing,
+    StoreError,
+    StoreUnavailable,
+    check_key,
+    error_chain,
+)
 
 # Large model files move in parallel ranged parts of 16 MiB.
 TRANSFER = TransferConfig(multipart_threshold=16 << 20, multipart_chunksize=16 << 20, max_concurrency=8)
@@ -34,6 +41,8 @@ class S3Store(ModelStore):
             raise StoreError("an S3 model store URL needs a bucket: s3://bucket/prefix")
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        if self.prefix:
+            check_key(self.prefix)
         self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
         self._client: Any = boto3.client(
             "s3",
@@ -54,39 +63,39 @@ class S3Store(ModelStore):
             return StoreUnavailable(message)
         return StoreError(message)
 
-    def read_bytes(self, key: str) -> bytes:
+    def _read_bytes(self, key: str) -> bytes:
         try:
             body: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
         except (ClientError, BotoCoreError) as exc:
             raise self._fail("read", key, exc) from exc
         return body
 
-    def write_bytes(self, key: str, data: bytes) -> None:
+    def _write_bytes(self, key: str, data: bytes) -> None:
         try:
             self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
         except (ClientError, BotoCoreError) as exc:
             raise self._fail("write", key, exc) from exc
 
-    def upload_file(self, key: str, source: Path) -> None:
+    def _upload_file(self, key: str, source: Path) -> None:
         try:
             self._client.upload_file(str(source), self.bucket, self._key(key), Config=TRANSFER)
         except (ClientError, BotoCoreError, RetriesExceededError, S3TransferFailedError) as exc:
             raise self._fail("upload", key, exc) from exc
 
-    def download_file(self, key: str, target: Path) -> None:
+    def _download_file(self, key: str, target: Path) -> None:
         try:
             self._client.download_file(self.bucket, self._key(key), str(target), Config=TRANSFER)
         except (ClientError, BotoCoreError, RetriesExceededError, S3TransferFailedError) as exc:
             raise self._fail("download", key, exc) from exc
 
-    def iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+    def _iter_bytes(self, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         try:
             body = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
             yield from body.iter_chunks(chunk_size)
         except (ClientError, BotoCoreError) as exc:
             raise self._fail("read", key, exc) from exc
 
-    def exists(self, key: str) -> bool:
+    def _exists(self, key: str) -> bool:
         try:
             self._client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as exc:
@@ -109,11 +118,11 @@ class S3Store(ModelStore):
             raise self._fail("list", prefix, exc) from exc
         return keys
 
-    def list_keys(self, prefix: str) -> list[str]:
+    def _list_keys(self, prefix: str) -> list[str]:
         strip = len(self.prefix) + 1 if self.prefix else 0
         return sorted(key[strip:] for key in self._objects(prefix))
 
-    def delete_prefix(self, prefix: str) -> None:
+    def _delete_prefix(self, prefix: str) -> None:
         keys = self._objects(prefix)
         for start in range(0, len(keys), 1000):
             batch = [{"Key": key} for key in keys[start : start + 1000]]

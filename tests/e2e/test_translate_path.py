@@ -219,10 +219,17 @@ def test_grpc_errors(deployment: Deployment, engine: dict[str, Any]) -> None:
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_unknown_base_model_faults_the_build(deployment: Deployment) -> None:
-    engine = built_engine(deployment, baseModel="no-such-model")
-    assert engine["build"]["state"] == "Faulted"
-    assert "no-such-model" in engine["build"]["message"]
+def test_unknown_base_model_is_refused_when_the_build_starts(deployment: Deployment) -> None:
+    rest = deployment.rest
+    engine = rest.post(
+        "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
+    ).json()
+    for name in ("no-such-model", "../models/x/1"):
+        body = {"trainOn": [], "options": {"baseModel": name}}
+        response = rest.post(f"/translation/engines/{engine['id']}/builds", json=body)
+        assert response.status_code == 400, response.text
+        assert "baseModel" in response.json()["message"]
+    assert rest.get(f"/translation/engines/{engine['id']}/builds").json() == []
 
 
 def test_node_with_bad_token_is_refused(deployment: Deployment) -> None:
