@@ -25,7 +25,7 @@ NAMES = {
     "rtl-marks": "\u202bבראשית\u202c \u200fא.txt",
     "emoji": "📖 Bible 🙏🏽 👨‍👩‍👧.txt",
     "latin-1": "Génesis «1».txt",
-    "quotes-and-separators": 'a "b"; c=d\\e, %41.txt',
+    "quotes-and-separators": 'a "b"; c=d e, %41 (1).txt',
     "ascii": "Genesis 1.txt",
 }
 DISPOSITION = re.compile(
