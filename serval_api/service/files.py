@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import itertools
 import logging
 import zipfile
+from collections.abc import Iterator
 from enum import StrEnum
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -155,10 +157,13 @@ async def get_file(services: Services, caller: Caller, file_id: str) -> DataFile
         return await owned_file(s, caller, file_id)
 
 
-async def read_contents(services: Services, caller: Caller, file_id: str) -> tuple[DataFile, bytes]:
+async def open_contents(services: Services, caller: Caller, file_id: str) -> tuple[DataFile, Iterator[bytes]]:
+    """The file and its bytes in chunks of at most 1 MiB, never held whole. The first chunk is read
+    here, so a store failure is raised before an answer starts."""
     file = await get_file(services, caller, file_id)
-    data = await asyncio.to_thread(model_store(services.settings).read_bytes, contents_key(file.id))
-    return file, data
+    chunks = model_store(services.settings).iter_bytes(contents_key(file.id), _CHUNK)
+    first = await asyncio.to_thread(next, chunks, b"")
+    return file, itertools.chain((first,), chunks)
 
 
 async def replace_contents(services: Services, caller: Caller, file_id: str, *, contents: Path) -> DataFile:
