@@ -18,6 +18,11 @@ Failures while fetching from the model store:
   once more (a download can be corrupted in transit); if it fails again the load is FAILED and the
   revision is never served. It is not retried further.
 
+The disk cache (`settings.node_cache_dir`, one folder per revision's files) is kept within
+`node.cache_budget_bytes`: after each fetch the least recently used copies (last loaded or
+unloaded) that no loaded or loading model uses are deleted. Eviction waits until no fetch is in
+progress, and a fetch waits for an eviction in progress, so no copy is deleted while a load reads it.
+
 `serval_node_model_load_failures{reason}` counts every failed attempt,
 `serval_node_model_loads_failed{reason}` the loads that ended FAILED and
 `serval_node_model_loads_retrying` the loads waiting for their next attempt.
@@ -29,7 +34,10 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import random
+import re
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -86,6 +94,10 @@ class ModelManager:
         self._sizes: dict[str, int] = {}
         self._last_used: dict[str, float] = {}
         self._holds: Counter[str] = Counter()
+        self._folders: dict[str, Path] = {}
+        """Location → its copy in the disk cache, for every model loaded or being loaded."""
+        self._fetching = 0
+        self._cache_lock = asyncio.Lock()
         self.listeners: list[StatusListener] = []
 
     def loaded(self) -> list[str]:
@@ -141,7 +153,15 @@ class ModelManager:
         self._announce(ref, node_pb2.MODEL_STATE_LOADING)
         started = time.perf_counter()
         try:
-            manifest, folder = await self._fetch(ref, stop)
+            async with self._cache_lock:
+                self._fetching += 1
+            try:
+                manifest, folder = await self._fetch(ref, stop)
+                self._folders[ref.location] = folder
+                await asyncio.to_thread(_touch, folder)
+            finally:
+                self._fetching -= 1
+            await self._trim_cache()
             fetch_s = time.perf_counter() - started
             if self.metrics is not None:
                 self.metrics.fetch_time.observe(fetch_s)
@@ -151,11 +171,13 @@ class ModelManager:
             model = await asyncio.to_thread(LoadedModel.load, folder, manifest, self.settings.node)
         except LoadAbandoned:
             self._sizes.pop(ref.location, None)
+            self._folders.pop(ref.location, None)
             log.info("model load abandoned while retrying", extra={"model": ref.location})
             self._announce(ref, node_pb2.MODEL_STATE_UNLOADED)
             raise
         except Exception as exc:
             self._sizes.pop(ref.location, None)
+            self._folders.pop(ref.location, None)
             reason = failure_reason(exc)
             if self.metrics is not None:
                 self.metrics.load_failures.labels(reason=reason).inc()
@@ -278,6 +300,9 @@ class ModelManager:
     async def _drop(self, location: str) -> None:
         model = self._models.pop(location, None)
         self._sizes.pop(location, None)
+        folder = self._folders.pop(location, None)
+        if folder is not None:
+            await asyncio.to_thread(_touch, folder)
         if model is None:
             return
         if self.metrics is not None:
@@ -308,6 +333,32 @@ class ModelManager:
                 self.metrics.evictions.inc()
             await self._drop(victim)
 
+    def cached(self) -> list[Path]:
+        """The revisions' copies in the disk cache, least recently used first."""
+        return [entry.path for entry in _cache_entries(self.settings.node_cache_dir)]
+
+    async def _trim_cache(self) -> None:
+        """Delete the least recently used cached copies no model loaded or loading uses, until the
+        cache fits `node.cache_budget_bytes`; the last of concurrent fetches to finish does it."""
+        budget = self.settings.node.cache_budget_bytes
+        if budget <= 0:
+            return
+        async with self._cache_lock:
+            if self._fetching:
+                return
+            in_use = set(self._folders.values())
+            evicted, left = await asyncio.to_thread(trim_cache, self.settings.node_cache_dir, budget, in_use)
+        for path, size in evicted:
+            log.info(
+                "deleted a cached model copy to fit the disk cache budget",
+                extra={"folder": str(path), "size_bytes": size, "budget_bytes": budget},
+            )
+        if left > budget:
+            log.warning(
+                "the disk cache holds more than its budget in models in use",
+                extra={"cached_bytes": left, "budget_bytes": budget},
+            )
+
     async def close(self) -> None:
         """Abandon loads in progress, then close every model."""
         for stop in self._stops.values():
@@ -328,3 +379,59 @@ class ModelManager:
 
 def _folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _touch(folder: Path) -> None:
+    """Mark a cached copy used now: its folder's modification time orders the cache's eviction."""
+    with contextlib.suppress(FileNotFoundError):
+        os.utime(folder)
+
+
+_COPY_NAME = re.compile(r"[0-9a-f]{16}")
+"""A cached copy's folder: `{cache_dir}/{store prefix}/{digest of its file list}` (`fetch_folder`)."""
+
+
+class _CacheEntry:
+    __slots__ = ("path", "size", "used")
+
+    def __init__(self, path: Path, size: int, used: float) -> None:
+        self.path, self.size, self.used = path, size, used
+
+
+def _cache_entries(cache_dir: Path) -> list[_CacheEntry]:
+    entries: list[_CacheEntry] = []
+    for folder, subfolders, _ in os.walk(cache_dir):
+        copies = [name for name in subfolders if _COPY_NAME.fullmatch(name)]
+        for name in copies:
+            path = Path(folder) / name
+            with contextlib.suppress(FileNotFoundError):
+                entries.append(_CacheEntry(path, _folder_size(path), path.stat().st_mtime))
+        subfolders[:] = [name for name in subfolders if name not in copies and not name.startswith(".")]
+    return sorted(entries, key=lambda entry: entry.used)
+
+
+def trim_cache(cache_dir: Path, budget: int, in_use: set[Path]) -> tuple[list[tuple[Path, int]], int]:
+    """Blocking: delete the least recently used copies not `in_use` until at most `budget` bytes are
+    cached. The copies deleted with their sizes, and the bytes left."""
+    entries = _cache_entries(cache_dir)
+    total = sum(entry.size for entry in entries)
+    evicted: list[tuple[Path, int]] = []
+    for entry in entries:
+        if total <= budget:
+            break
+        if entry.path in in_use:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        total -= entry.size
+        evicted.append((entry.path, entry.size))
+        _remove_empty_parents(entry.path.parent, cache_dir)
+    return evicted, total
+
+
+def _remove_empty_parents(folder: Path, cache_dir: Path) -> None:
+    while folder != cache_dir and folder.is_relative_to(cache_dir):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

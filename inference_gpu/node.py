@@ -198,9 +198,12 @@ class InferenceNode:
         self.models.hold(location)
         task = asyncio.create_task(self.handle_work(link, item))
         self.in_flight[item.request_id] = task
+        session_work = link.session_work
+        session_work.add(item.request_id)
 
         def done(_: asyncio.Task[None]) -> None:
             self.in_flight.pop(item.request_id, None)
+            session_work.discard(item.request_id)
             self.models.release(location)
 
         task.add_done_callback(done)
@@ -222,6 +225,8 @@ class ApiLink:
         self._loads: set[asyncio.Task[None]] = set()
         self.registered = False
         """Whether the current (or last) dial was welcomed by the API service."""
+        self.session_work: set[str] = set()
+        """Request ids of the work the current node session sent that is still running."""
 
     def send(self, message: node_pb2.NodeMessage) -> None:
         if self._outbox is not None:
@@ -237,6 +242,8 @@ class ApiLink:
                     free_slots=self.node.free_slots(),
                     memory_free_bytes=self.node.memory_free_bytes(),
                     draining=self.node.draining,
+                    slots=self.node.settings.node.slots,
+                    session_in_flight=len(self.session_work),
                 )
             )
         )
@@ -276,9 +283,10 @@ class ApiLink:
                 protocol_version=PROTOCOL_VERSION,
                 node_id=node.node_id,
                 device=node.device_info(),
-                free_slots=node.free_slots() or 1,
+                free_slots=node.free_slots(),
                 models=node.models.statuses(),
                 software_version=VERSION,
+                slots=node.settings.node.slots,
             )
             await call.write(node_pb2.NodeMessage(hello=hello))
             first = await call.read()
@@ -297,6 +305,7 @@ class ApiLink:
                 extra={"api": self.address, "node_id": node.node_id, "session_id": welcome.session_id},
             )
             self.registered = True
+            self.session_work = set()
             self._outbox = asyncio.Queue()
             tasks = [
                 asyncio.create_task(self._write_loop(call)),

@@ -120,6 +120,11 @@ class NodeSettings(BaseModel):
         description="Most bytes of models (their files' size) held at once; before a load that "
         "would exceed it, the least recently used idle models are unloaded. 0 = unlimited.",
     )
+    cache_budget_bytes: int = Field(
+        default=0,
+        description="Most bytes of model files kept in `cache_dir`; after each fetch, the least recently "
+        "used cached revisions that no loaded model uses are deleted to fit. 0 = unlimited.",
+    )
     metrics_port: int = Field(default=0, description="Serve Prometheus metrics on this port; 0 = off.")
     metrics_host: str = "127.0.0.1"
     load_retry_s: float = Field(

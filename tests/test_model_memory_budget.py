@@ -92,3 +92,60 @@ def test_unload_waits_until_work_routed_to_the_model_finishes(tmp_path: Path, ti
         assert events[-1] == "1:MODEL_STATE_UNLOADED"
 
     asyncio.run(scenario())
+
+
+def cached_revisions(models: ModelManager) -> list[int]:
+    """The revisions with a copy in the node's disk cache, least recently used first."""
+    return [int(path.parent.name) for path in models.cached()]
+
+
+def test_the_disk_cache_keeps_to_its_budget_evicting_unloaded_revisions_first(
+    tmp_path: Path, tiny_ct2_model: Path
+) -> None:
+    async def scenario() -> None:
+        store = open_store((tmp_path / "store").as_uri())
+        size = 0
+        for revision in (1, 2, 3, 4):
+            manifest = Manifest(
+                kind="model-revision",
+                engine_id="e1",
+                revision=revision,
+                source_language="eng_Latn",
+                target_language="swh_Latn",
+                ctranslate2_version=ctranslate2.__version__,
+            )
+            size = publish_folder(store, f"models/e1/{revision}", tiny_ct2_model, manifest).size_bytes
+        settings = Settings(home=tmp_path, node=NodeSettings(cache_budget_bytes=int(size * 2.5)))
+        models = ModelManager(settings, store, NodeMetrics())
+
+        async def use(revision: int) -> None:
+            await models.get(ref(revision))
+            await asyncio.sleep(0.02)  # distinct modification times order the cache
+
+        await use(1)
+        await use(2)
+        assert cached_revisions(models) == [1, 2]
+        await models.unload(ref(1))
+        await use(3)
+        assert cached_revisions(models) == [2, 3], "unloaded revision 1 goes; loaded 2 and 3 stay"
+        await use(4)
+        assert cached_revisions(models) == [2, 3, 4], "over budget, but every copy is loaded"
+        await models.unload(ref(3))
+        await asyncio.sleep(0.02)
+        await models.unload(ref(2))
+        await use(1)
+        assert cached_revisions(models) == [4, 1], "the least recently used unloaded copies go first"
+        assert models.loaded() == ["models/e1/4", "models/e1/1"]
+        assert not (settings.node_cache_dir / "models" / "e1" / "2").exists()
+        translated = await (await models.get(ref(1))).translate("In the beginning", 1, "eng_Latn", "swh_Latn")
+        assert translated
+        await models.close()
+
+        unlimited = ModelManager(Settings(home=tmp_path), store, NodeMetrics())
+        for revision in (1, 2, 3):
+            await unlimited.get(ref(revision))
+            await unlimited.unload(ref(revision))
+        assert sorted(cached_revisions(unlimited)) == [1, 2, 3, 4], "0 = unlimited: nothing is deleted"
+        await unlimited.close()
+
+    asyncio.run(scenario())

@@ -30,6 +30,11 @@ class JobLauncher(ABC):
     async def cancel(self, build_id: str) -> None:
         """Stop the job if it is queued or running; a no-op for unknown builds."""
 
+    async def wait_stopped(self, build_id: str, timeout_s: float) -> bool:
+        """After `cancel`: wait up to `timeout_s` until the job can no longer write to the model
+        store. Whether it stopped; a launcher that cannot tell (the job runs elsewhere) says True."""
+        return True
+
     async def resume(self, build_id: str, job_ref: str) -> bool:
         """After an API restart: follow the job `job_ref` names again if it still runs. False means
         the job is gone and the build must be restarted or faulted."""

@@ -45,6 +45,13 @@ class LocalJobLauncher(JobLauncher):
         elif (task := self._tasks.get(build_id)) is not None:
             task.cancel()
 
+    async def wait_stopped(self, build_id: str, timeout_s: float) -> bool:
+        task = self._tasks.get(build_id)
+        if task is None:
+            return True
+        done, _ = await asyncio.wait([task], timeout=timeout_s)
+        return bool(done)
+
     async def close(self) -> None:
         self._waiting.clear()
         for build_id in list(self._tasks):

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
+from fastapi.responses import StreamingResponse
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
@@ -162,9 +163,9 @@ async def download_file(file_id: str, services: ServicesDep, caller: CallerDep) 
 
 
 async def _contents(services: Services, caller: Caller, file_id: str) -> Response:
-    file, data = await files.read_contents(services, caller, file_id)
+    file, chunks = await files.open_contents(services, caller, file_id)
     headers = {"Content-Disposition": content_disposition(file.name or file.id)}
-    return Response(data, media_type=CONTENT_TYPES[FileFormat(file.format)], headers=headers)
+    return StreamingResponse(chunks, media_type=CONTENT_TYPES[FileFormat(file.format)], headers=headers)
 
 
 # RFC 5987 attr-char beyond letters and digits, which `quote` never escapes.

@@ -9,6 +9,10 @@ request whose caller gives up (deadline passed, client cancelled) is cancelled o
 Spreading: when every node holding a revision is loaded past `api.spread_load_fraction` of its
 slots, one more node is told to load it, so a hot engine is served by several nodes at once.
 
+Deleting an engine retires it: nothing more is routed to it, every node is told to unload its
+revisions (each finishes the work already routed to them first) and the caller waits until they
+have, so the engine's files can then leave the model store without pulling them from under a node.
+
 Hot swap: while no node has an engine's current revision ready, requests go to the newest older
 revision that is ready somewhere and some node is told to load the current one. Once a node
 reports a revision ready, older revisions of that engine are unloaded everywhere (each node
@@ -25,7 +29,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from serval.inference.v1 import node_pb2
 from serval.translation.v1 import engine_pb2
-from serval_api.errors import InvalidArgument, ServalError, Unavailable
+from serval_api.errors import InvalidArgument, NotFound, ServalError, Unavailable
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeGone, NodeSession, model_ref
 from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
@@ -47,6 +51,8 @@ class Dispatcher:
         self._newest: dict[str, int] = {}
         """Engine id → the newest revision published or reported ready: a request that read an
         older current revision just before a swap is served by the newer one."""
+        self._retiring: dict[str, set[tuple[str, str]]] = {}
+        """Engine id → the (session id, model location) pairs not yet reported unloaded."""
         registry.listeners.append(self._model_state_changed)
 
     def queue_size(self) -> int:
@@ -133,6 +139,8 @@ class Dispatcher:
         While no node has `model` ready, a node with an older revision of the engine ready serves."""
         if self._waiting >= self.settings.api.max_queued_requests:
             raise Unavailable("too many requests are waiting for an inference node", retry_after_s=1)
+        if model.engine_id in self._retiring:
+            raise NotFound(f"engine {model.engine_id} not found")
         model = ModelKey(model.engine_id, max(model.revision, self._newest.get(model.engine_id, 0)))
         self._waiting += 1
         try:
@@ -162,6 +170,8 @@ class Dispatcher:
                 if remaining <= 0:
                     raise Unavailable("no inference node could take the request in time", retry_after_s=1)
                 await self.registry.wait_for_change(remaining)
+                if model.engine_id in self._retiring:
+                    raise NotFound(f"engine {model.engine_id} not found")
         finally:
             self._waiting -= 1
 
@@ -196,8 +206,44 @@ class Dispatcher:
         if candidates:
             _send_load(_best_for_load(model, candidates, sessions), model, why="spreading a hot engine")
 
+    async def retire_engine(self, engine_id: str, timeout_s: float) -> bool:
+        """Unload every revision of the engine from every node and wait up to `timeout_s` until each
+        node reports it unloaded (its work for it done) or its session ends. Whether all did."""
+        self._newest.pop(engine_id, None)
+        waiting = self._retiring.setdefault(engine_id, set())
+        try:
+            for session in self.registry.sessions():
+                for key in session.held():
+                    if key.engine_id == engine_id:
+                        session.unload(key)
+                        waiting.add((session.session_id, key.location))
+            if waiting:
+                log.info(
+                    "asked nodes to unload a deleted engine",
+                    extra={"engine_id": engine_id, "models": len(waiting)},
+                )
+            await self.registry.notify()
+            deadline = time.monotonic() + timeout_s
+            while True:
+                live = {s.session_id for s in self.registry.sessions()}
+                waiting.intersection_update((sid, loc) for sid, loc in list(waiting) if sid in live)
+                if not waiting:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    log.warning(
+                        "nodes did not unload a deleted engine in time",
+                        extra={"engine_id": engine_id, "models": sorted(loc for _, loc in waiting)},
+                    )
+                    return False
+                await self.registry.wait_for_change(remaining)
+        finally:
+            self._retiring.pop(engine_id, None)
+
     def revision_published(self, engine_id: str, revision: int) -> None:
         """Load ahead: every node holding an older revision of the engine starts loading the new one."""
+        if engine_id in self._retiring:
+            return
         model = ModelKey(engine_id, revision)
         self._newest[engine_id] = max(revision, self._newest.get(engine_id, 0))
         for session in self.registry.sessions():
@@ -209,6 +255,15 @@ class Dispatcher:
                 _send_load(session, model, why="published")
 
     def _model_state_changed(self, session: NodeSession, status: node_pb2.ModelStatus) -> None:
+        retiring = self._retiring.get(status.model.engine_id)
+        if retiring is not None:
+            if status.state == node_pb2.MODEL_STATE_UNLOADED:
+                retiring.discard((session.session_id, status.model.location))
+            elif (session.session_id, status.model.location) not in retiring:
+                # A load that raced the deletion: unload it too.
+                session.unload(ModelKey(status.model.engine_id, status.model.revision))
+                retiring.add((session.session_id, status.model.location))
+            return
         if status.state != READY or session.draining:
             return
         model = ModelKey(status.model.engine_id, status.model.revision)

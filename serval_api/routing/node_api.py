@@ -86,9 +86,15 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 f"(supported: {', '.join(map(str, SUPPORTED_PROTOCOL_VERSIONS))})",
             )
             return
-        if not hello.node_id or hello.free_slots <= 0:
+        if (
+            not hello.node_id
+            or hello.slots < 0
+            or (hello.free_slots if hello.slots == 0 else hello.slots) <= 0
+        ):
             await self._reject(
-                context, node_pb2.REJECTION_REASON_BAD_HELLO, "Hello needs a node_id and free_slots > 0"
+                context,
+                node_pb2.REJECTION_REASON_BAD_HELLO,
+                "Hello needs a node_id and slots > 0 (or, without slots, free_slots > 0)",
             )
             return
         if len(hello.node_id) > MAX_NODE_ID_CHARS or "\x00" in hello.node_id:
@@ -103,11 +109,14 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             session_id=uuid.uuid4().hex,
             node_id=hello.node_id,
             device=hello.device,
-            slots=hello.free_slots,
+            slots=hello.slots or hello.free_slots,
             token_id=token_id,
             software_version=_printable(hello.software_version, MAX_SOFTWARE_VERSION_CHARS),
             memory_free_bytes=hello.device.memory_free_bytes,
         )
+        if hello.slots > 0:
+            # A node reconnecting with work still in flight has fewer slots free than it has.
+            session.heard_capacity(hello.free_slots, hello.slots, session_in_flight=0)
         for status in hello.models:
             self.registry.set_model_state(session, status)
         # Known (recorded and routable) before the welcome: a node that has its welcome can be found
@@ -176,9 +185,12 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             elif kind == "heartbeat":
                 beat = message.heartbeat
                 session.last_heartbeat_at = datetime.now(UTC)
-                session.reported_free_slots = max(0, min(beat.free_slots, session.slots))
+                had = session.free_slots
+                session.heard_capacity(
+                    beat.free_slots, beat.slots, beat.session_in_flight if beat.slots > 0 else None
+                )
                 session.memory_free_bytes = max(0, beat.memory_free_bytes)
-                if session.heard_draining(beat.draining):
+                if session.heard_draining(beat.draining) or session.free_slots > had:
                     await self.registry.notify()
             elif kind == "goodbye":
                 return f"goodbye: {message.goodbye.reason}"

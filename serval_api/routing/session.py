@@ -37,8 +37,9 @@ class NodeSession:
     pending: dict[str, asyncio.Future[node_pb2.WorkResult]] = field(default_factory=dict, repr=False)
     last_seen: float = field(default_factory=time.monotonic)
     last_heartbeat_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    reported_free_slots: int | None = None
-    """Free slots the node last reported: its load from every API replica, not just this one's."""
+    busy_elsewhere: int = 0
+    """Slots taken by work this session did not send (other API replicas', or this replica's before
+    the node reconnected), as the node last reported; `free_slots` follows each report."""
     memory_free_bytes: int = 0
     """What more models may take on the node, as it last reported; 0 = unknown."""
     draining: bool = False
@@ -51,17 +52,28 @@ class NodeSession:
 
     @property
     def free_slots(self) -> int:
-        return self.slots - len(self.pending)
+        return self.slots - self.busy_elsewhere - len(self.pending)
 
     def accepts_work(self) -> bool:
         return not self.closed and not self.draining and self.free_slots > 0
 
     @property
     def in_flight(self) -> int:
-        """Work on the node from every replica when it has reported it, else this replica's own."""
-        if self.reported_free_slots is None:
-            return len(self.pending)
-        return max(len(self.pending), self.slots - self.reported_free_slots)
+        """Work on the node from every replica, as far as this replica knows."""
+        return self.busy_elsewhere + len(self.pending)
+
+    def heard_capacity(self, free_slots: int, slots: int = 0, session_in_flight: int | None = None) -> None:
+        """The node reported its free slots (Hello or heartbeat). A node that also reports its
+        `slots` reports the work of this session it runs (`session_in_flight`): the rest of what is
+        not free is work from elsewhere, and this session's work in transit either way is counted
+        once, in `pending`. An older node reports neither: it has at least as many slots as it ever
+        had free, and this session's work counts as all received."""
+        if slots > 0:
+            self.slots = slots
+        else:
+            self.slots = max(self.slots, free_slots)
+        own = len(self.pending) if session_in_flight is None else session_in_flight
+        self.busy_elsewhere = max(0, self.slots - max(0, free_slots) - max(0, own))
 
     def order_drain(self, draining: bool, reason: str = "") -> None:
         """Drain (or undrain) the node: routing here follows at once, and the node is told."""

@@ -62,6 +62,14 @@ async def start_build(
     max_items = services.settings.api.max_list_items
     build_corpora.check("trainOn", train_on, max_items)
     build_corpora.check("pretranslate", pretranslate, max_items)
+    # Cheap refusals before the plan reads (and downloads) every corpus; the transaction below
+    # checks again and is what counts.
+    async with services.db.session() as s:
+        await owned_engine(s, caller, engine_id)
+        if await _running_build(s, engine_id) is not None:
+            raise Conflict(f"engine {engine_id} already has a build pending or running")
+        if build_id is not None and await s.get(Build, build_id) is not None:
+            raise Conflict(f"build {build_id} already exists")
     if parsed.base_model is not None:
         await _check_base_model(services, parsed.base_model)
     plan = await corpus_export.plan_build(
@@ -323,33 +331,38 @@ async def wait_until(
     *,
     timeout_message: str = "the awaited revision was not reached in time; poll again",
 ) -> T:
-    """Re-read whenever `key` is notified until `done`, for at most `services.long_poll_max_s` (408)."""
+    """Re-read whenever `key` is notified until `done`, for at most `services.long_poll_max_s` (408).
+    `read` checks the caller's access: the first read runs before anything is registered, so a
+    refused or unknown id answers at once and leaves no trace in the `ChangeNotifier`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + services.long_poll_max_s
+    value = await read()
+    if done(value):
+        return value
     while True:
-        changed = services.changes.event(key)
-        value = await read()
-        if done(value):
-            return value
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise Timeout(timeout_message)
-        try:
-            await asyncio.wait_for(changed.wait(), remaining)
-        except TimeoutError:
-            raise Timeout(timeout_message) from None
+        with services.changes.watch(key) as changed:
+            value = await read()
+            if done(value):
+                return value
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise Timeout(timeout_message)
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                raise Timeout(timeout_message) from None
 
 
 async def watch_build(
     services: Services, caller: Caller, engine_id: str, build_id: str | None = None, *, min_revision: int = 0
 ) -> AsyncIterator[tuple[Build, int]]:
     """Yield `(build, engine model revision)` once per build revision ≥ `min_revision`, ending
-    after the build reaches a final state. No `build_id` follows the engine's current build."""
+    after the build reaches a final state. No `build_id` follows the engine's current build.
+    Nothing is registered for wake-ups until a read found the build the caller's, and no wake-up
+    is held while the caller reads an update."""
     caller.require(READ_ENGINES)
-    followed = build_id
-    last_sent: int | None = None
-    while True:
-        changed = services.changes.event(engine_key(engine_id) if followed is None else build_key(followed))
+
+    async def read(followed: str | None) -> tuple[Build, int]:
         async with services.db.session() as s:
             if followed is None:
                 build = await _running_build(s, engine_id)
@@ -365,11 +378,19 @@ async def watch_build(
                 else f"a build pending or running on engine {engine_id}"
             )
             raise NotFound(f"{what} not found")
-        followed = build.id
+        return build, engine.model_revision
+
+    build, model_revision = await read(build_id)
+    last_sent: int | None = None
+    while True:
         if build.revision >= min_revision and build.revision != last_sent:
             last_sent = build.revision
-            yield build, engine.model_revision
+            yield build, model_revision
         if not build.build_state.is_running:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), services.long_poll_max_s)
+        seen = build.revision
+        with services.changes.watch(build_key(build.id)) as changed:
+            build, model_revision = await read(build.id)
+            if build.revision == seen:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), services.long_poll_max_s)

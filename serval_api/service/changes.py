@@ -1,8 +1,10 @@
 """Wake-ups for long polls and `WatchBuild`: one event per key, replaced each time it fires.
 
-A waiter takes `event(key)`, reads the database, and waits on the event if the state it wants is
+A waiter enters `watch(key)`, reads the database, and waits on the event if the state it wants is
 not there yet; whoever changes that state calls `notify(key)` after committing. Notifications only
-wake waiters, never carry state, so a spurious or repeated wake-up costs one re-read.
+wake waiters, never carry state, so a spurious or repeated wake-up costs one re-read. A key's entry
+lives only while someone watches it: the last waiter to leave removes it, so polls on keys that are
+never notified leave nothing behind.
 
 On SQLite there is one API replica and the events are all there is. On PostgreSQL several replicas
 share the database and a build job reports to whichever one it reaches, so `start` also opens a
@@ -15,7 +17,8 @@ have been missed meanwhile.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,9 +26,17 @@ if TYPE_CHECKING:
     from serval_api.db.notifications import PostgresChangeChannel
 
 
+class _Watched:
+    __slots__ = ("event", "waiters")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.waiters = 0
+
+
 class ChangeNotifier:
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+        self._events: dict[str, _Watched] = {}
         self._channel: PostgresChangeChannel | None = None
         self._listeners: list[Callable[[str | None], None]] = []
 
@@ -34,9 +45,28 @@ class ChangeNotifier:
         changes may have been missed (anything may have changed)."""
         self._listeners.append(listener)
 
-    def event(self, key: str) -> asyncio.Event:
-        """Take the event *before* reading the state it guards, so no change slips between."""
-        return self._events.setdefault(key, asyncio.Event())
+    @contextlib.contextmanager
+    def watch(self, key: str) -> Iterator[asyncio.Event]:
+        """The event the next `notify(key)` sets. Enter *before* reading the state it guards, so no
+        change slips between; leaving drops the key's entry once nobody else watches it."""
+        watched = self._events.get(key)
+        if watched is None:
+            watched = self._events[key] = _Watched()
+        watched.waiters += 1
+        try:
+            yield watched.event
+        finally:
+            watched.waiters -= 1
+            if watched.waiters == 0 and self._events.get(key) is watched:
+                del self._events[key]
+
+    def watched_keys(self) -> int:
+        """How many keys have waiters now."""
+        return len(self._events)
+
+    def waiters(self, key: str) -> int:
+        watched = self._events.get(key)
+        return 0 if watched is None else watched.waiters
 
     def notify(self, *keys: str) -> None:
         """Wake this replica's waiters on `keys`, and (on PostgreSQL) the other replicas'."""
@@ -47,8 +77,8 @@ class ChangeNotifier:
     def wake_all(self) -> None:
         """Wake every waiter, whatever it waits for; each re-reads the database."""
         events, self._events = self._events, {}
-        for event in events.values():
-            event.set()
+        for watched in events.values():
+            watched.event.set()
         for listener in self._listeners:
             listener(None)
 
@@ -73,9 +103,9 @@ class ChangeNotifier:
 
     def _wake(self, keys: tuple[str, ...]) -> None:
         for key in keys:
-            event = self._events.pop(key, None)
-            if event is not None:
-                event.set()
+            watched = self._events.pop(key, None)
+            if watched is not None:
+                watched.event.set()
             for listener in self._listeners:
                 listener(key)
 

@@ -33,6 +33,10 @@ class TranslationDispatcher(Protocol):
     def revision_published(self, engine_id: str, revision: int) -> None:
         """An engine's current model revision changed: nodes may load it ahead of requests."""
 
+    async def retire_engine(self, engine_id: str, timeout_s: float) -> bool:
+        """The engine is gone: route nothing more to it, have every node unload its revisions once
+        their work is done, and wait up to `timeout_s` for that. Whether every node did."""
+
 
 @dataclass
 class Services:

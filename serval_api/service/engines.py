@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_ENGINES, DELETE_ENGINES, READ_ENGINES, UPDATE_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
+from serval_api.db.models import Build, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, NotSupported
 from serval_api.service import limits
-from serval_api.service.changes import engine_key
+from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
+from serval_api.service.files import model_store
 from serval_api.service.keys import new_id
 from serval_common.languages import LanguageInfo, resolve_language
 
@@ -149,21 +151,46 @@ async def update_engine_languages(
 
 
 async def delete_engine(services: Services, caller: Caller, engine_id: str) -> None:
+    """The engine goes at once (its builds, corpora, train segments and pretranslations with it,
+    by cascade); then its running build is canceled, every node unloads it, and once both are done
+    its model revisions (`models/{engineId}/`) and its builds' files (`builds/{buildId}/`) leave the
+    model store. That clean-up finishes even if the caller hangs up."""
     caller.require(DELETE_ENGINES)
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id, lock=True)
-        running = (
-            await s.scalars(
-                select(Build.id).where(
-                    Build.engine_id == engine_id,
-                    Build.state.in_([BuildState.PENDING.value, BuildState.ACTIVE.value]),
-                )
-            )
-        ).all()
-        for build in (await s.scalars(select(Build).where(Build.engine_id == engine_id))).all():
+        all_builds = (await s.scalars(select(Build).where(Build.engine_id == engine_id))).all()
+        build_ids = [build.id for build in all_builds]
+        running = [build.id for build in all_builds if build.build_state.is_running]
+        for build in all_builds:
             await s.delete(build)
         await s.delete(engine)
-    services.changes.notify(engine_key(engine_id))
+    services.changes.notify(
+        engine_key(engine_id), owner_builds_key(caller.owner), *(build_key(b) for b in build_ids)
+    )
+    log.info("engine deleted", extra={"engine_id": engine_id, "builds": len(build_ids)})
+    await asyncio.shield(_release(services, engine_id, build_ids, running))
+
+
+async def _release(services: Services, engine_id: str, build_ids: list[str], running: list[str]) -> None:
+    """Stop what may still read or write the engine's store objects, then delete them."""
+    settings = services.settings
+    wait_s = settings.api.request_timeout_s + settings.api.heartbeat_interval_s
+    extra = {"engine_id": engine_id}
     for build_id in running:
         await services.launcher.cancel(build_id)
-    log.info("engine deleted", extra={"engine_id": engine_id})
+        if not await services.launcher.wait_stopped(build_id, wait_s):
+            log.warning(
+                "the deleted engine's build job did not stop in time", extra={**extra, "build_id": build_id}
+            )
+    await services.dispatcher.retire_engine(engine_id, wait_s)
+    store = model_store(settings)
+    prefixes = [f"models/{engine_id}", *(f"builds/{build_id}" for build_id in build_ids)]
+    try:
+        for prefix in prefixes:
+            await asyncio.to_thread(store.delete_prefix, prefix)
+    except Exception:
+        log.exception(
+            "could not delete the deleted engine's store objects", extra={**extra, "prefixes": prefixes}
+        )
+        raise
+    log.info("deleted engine's store objects removed", extra={**extra, "prefixes": len(prefixes)})

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import itertools
 import logging
 import zipfile
+from collections.abc import Iterator
 from enum import StrEnum
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -134,8 +136,12 @@ async def create_file(
         size=size,
         date_created=utcnow(),
     )
-    async with services.db.session() as s:
-        s.add(file)
+    try:
+        async with services.db.session() as s:
+            s.add(file)
+    except BaseException:
+        await asyncio.shield(_delete_contents(services, file_id))
+        raise
     log.info("file created", extra={"file_id": file.id, "format": fmt.value, "size": size})
     return file
 
@@ -155,10 +161,13 @@ async def get_file(services: Services, caller: Caller, file_id: str) -> DataFile
         return await owned_file(s, caller, file_id)
 
 
-async def read_contents(services: Services, caller: Caller, file_id: str) -> tuple[DataFile, bytes]:
+async def open_contents(services: Services, caller: Caller, file_id: str) -> tuple[DataFile, Iterator[bytes]]:
+    """The file and its bytes in chunks of at most 1 MiB, never held whole. The first chunk is read
+    here, so a store failure is raised before an answer starts."""
     file = await get_file(services, caller, file_id)
-    data = await asyncio.to_thread(model_store(services.settings).read_bytes, contents_key(file.id))
-    return file, data
+    chunks = model_store(services.settings).iter_bytes(contents_key(file.id), _CHUNK)
+    first = await asyncio.to_thread(next, chunks, b"")
+    return file, itertools.chain((first,), chunks)
 
 
 async def replace_contents(services: Services, caller: Caller, file_id: str, *, contents: Path) -> DataFile:
@@ -166,10 +175,15 @@ async def replace_contents(services: Services, caller: Caller, file_id: str, *, 
     async with services.db.session() as s:
         file = await owned_file(s, caller, file_id)
     size = await _store_contents(services, file.id, contents, FileFormat(file.format))
-    async with services.db.session() as s:
-        file = await owned_file(s, caller, file_id, lock=True)
-        file.size = size
-        file.revision += 1
+    try:
+        async with services.db.session() as s:
+            file = await owned_file(s, caller, file_id, lock=True)
+            file.size = size
+            file.revision += 1
+    except NotFound:
+        # Deleted while the new contents were uploaded: they must not outlive it.
+        await asyncio.shield(_delete_contents(services, file_id))
+        raise
     log.info("file contents replaced", extra={"file_id": file.id, "revision": file.revision})
     return file
 
@@ -192,5 +206,9 @@ async def delete_file(services: Services, caller: Caller, file_id: str) -> None:
                     "remove it from the corpus first"
                 )
         await s.delete(file)
-    await asyncio.to_thread(model_store(services.settings).delete_prefix, f"files/{file_id}")
+    await asyncio.shield(_delete_contents(services, file_id))
     log.info("file deleted", extra={"file_id": file_id})
+
+
+async def _delete_contents(services: Services, file_id: str) -> None:
+    await asyncio.to_thread(model_store(services.settings).delete_prefix, f"files/{file_id}")

@@ -30,6 +30,7 @@ class ScriptedNode:
     def __init__(self, target: str, token: str) -> None:
         self._outbox: queue.Queue[node_pb2.NodeMessage | None] = queue.Queue()
         self._closed = threading.Event()
+        self.slots = 4
         self.channel = grpc.insecure_channel(target)
         stub = node_pb2_grpc.InferenceNodeApiStub(self.channel)
         self.call: Any = stub.Connect(self._messages(), metadata=(("authorization", f"Bearer {token}"),))
@@ -51,21 +52,31 @@ class ScriptedNode:
         self._outbox.put(node_pb2.NodeMessage(**body))
 
     def hello(
-        self, *, version: int = node_pb2.PROTOCOL_VERSION_1, slots: int = 4, node_id: str = "n1"
+        self,
+        *,
+        version: int = node_pb2.PROTOCOL_VERSION_1,
+        slots: int = 4,
+        node_id: str = "n1",
+        free_slots: int | None = None,
     ) -> None:
+        """Without `free_slots`, an older node's Hello: `slots` sent as its free slots alone."""
+        self.slots = slots
         self.send(
             hello=node_pb2.Hello(
                 protocol_version=version,
                 node_id=node_id,
                 device=node_pb2.DeviceInfo(kind="cpu", compute_type="int8"),
-                free_slots=slots,
+                free_slots=slots if free_slots is None else free_slots,
+                slots=0 if free_slots is None else slots,
             )
         )
 
     def keep_alive(self, interval_s: float = 0.2) -> None:
+        """Heartbeats saying every slot is free (the API service counts its own work in flight)."""
+
         def beat() -> None:
             while not self._closed.wait(interval_s):
-                self.send(heartbeat=node_pb2.Heartbeat(free_slots=1))
+                self.send(heartbeat=node_pb2.Heartbeat(free_slots=self.slots))
 
         threading.Thread(target=beat, daemon=True).start()
 
@@ -306,3 +317,120 @@ def next_work(nodes: list[ScriptedNode], timeout_s: float = 10) -> tuple[Scripte
                 if message.HasField("work"):
                     return node, message.work
     raise AssertionError("no node received the work item")
+
+
+class HonestNode(ScriptedNode):
+    """A scripted node whose heartbeats say what it runs: `elsewhere` slots taken by work other
+    sessions sent, plus the work items of this session the test has read and not yet answered."""
+
+    def __init__(self, target: str, token: str, *, slots: int, elsewhere: int) -> None:
+        super().__init__(target, token)
+        self.elsewhere = elsewhere
+        self.running: list[node_pb2.WorkItem] = []
+        self.hello(slots=slots, free_slots=slots - elsewhere)
+        assert self.read().HasField("welcome")
+        threading.Thread(target=self._beat, daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._closed.wait(0.05):
+            self.send(
+                heartbeat=node_pb2.Heartbeat(
+                    free_slots=max(0, self.slots - self.elsewhere - len(self.running)),
+                    slots=self.slots,
+                    session_in_flight=len(self.running),
+                )
+            )
+
+    def take(self, count: int) -> None:
+        """Read `count` more work items, then check for a while that no further one comes."""
+        while count:
+            message = self.read()
+            if message.HasField("work"):
+                self.running.append(message.work)
+                count -= 1
+        time.sleep(0.5)
+        extra = [m for m in list(self.inbox.queue) if not isinstance(m, grpc.RpcError) and m.HasField("work")]
+        assert not extra, f"work beyond the node's free slots: {len(self.running)} running, {len(extra)} more"
+
+    def answer(self, count: int) -> None:
+        for item in self.running[:count]:
+            done = engine_pb2.TranslationResult(translation=item.translate.segment.upper())
+            self.send(
+                result=node_pb2.WorkResult(
+                    request_id=item.request_id, translate=node_pb2.TranslateOutput(results=[done])
+                )
+            )
+        del self.running[:count]
+
+
+def _built_engine(api: RunningApi) -> str:
+    with api.client() as client:
+        engine = create_engine(client)
+        client.post(f"/translation/engines/{engine['id']}/builds", json={"trainOn": []})
+    spec = api.launcher.specs[-1]
+    _complete_build(api, spec.build_id, spec.job_token)
+    return str(engine["id"])
+
+
+def _translations(api: RunningApi, engine_id: str, count: int) -> tuple[ThreadPoolExecutor, list[Any]]:
+    key = api.api_key()
+
+    def translate(i: int) -> int:
+        with api.client() as c:
+            c.headers["X-API-Key"] = key
+            c.timeout = 30
+            return c.post(f"/translation/engines/{engine_id}/translate", json=f"verse {i}").status_code
+
+    pool = ThreadPoolExecutor(count)
+    return pool, [pool.submit(translate, i) for i in range(count)]
+
+
+def test_capacity_follows_the_free_slots_of_each_heartbeat(api: RunningApi, node_token: str) -> None:
+    engine_id = _built_engine(api)
+    node = HonestNode(api.grpc_target, node_token, slots=4, elsewhere=0)
+    pool, answers = None, []
+    try:
+        model = node_pb2.ModelRef(engine_id=engine_id, revision=1, location=f"models/{engine_id}/1")
+        node.send(model_status=node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY))
+        node.elsewhere = 3
+        time.sleep(0.3)
+        pool, answers = _translations(api, engine_id, 6)
+        node.take(1)
+        node.elsewhere = 1
+        node.take(2)
+        node.elsewhere = 0
+        node.take(1)
+        node.answer(2)
+        node.take(2)
+        node.answer(4)
+        assert [a.result(timeout=20) for a in answers] == [200] * 6
+    finally:
+        node.close()
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+
+def test_a_node_reconnecting_busy_is_neither_over_nor_under_committed(
+    api: RunningApi, node_token: str
+) -> None:
+    """The node reconnects (say, after a network blip) with 3 of its 4 slots still running work
+    from its previous session: at first one slot is free; once that work ends, all four are."""
+    engine_id = _built_engine(api)
+    node = HonestNode(api.grpc_target, node_token, slots=4, elsewhere=3)
+    pool, answers = None, []
+    try:
+        model = node_pb2.ModelRef(engine_id=engine_id, revision=1, location=f"models/{engine_id}/1")
+        node.send(model_status=node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY))
+        pool, answers = _translations(api, engine_id, 5)
+        node.take(1)
+        node.elsewhere = 0
+        node.take(3)
+        node.answer(4)
+        node.take(1)
+        node.answer(1)
+        assert [a.result(timeout=20) for a in answers] == [200] * 5
+        assert api.service.services is not None
+    finally:
+        node.close()
+        if pool is not None:
+            pool.shutdown(wait=False)

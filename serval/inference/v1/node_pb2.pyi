@@ -74,20 +74,22 @@ class NodeMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[WorkResult, _Mapping]] = ..., model_status: _Optional[_Union[ModelStatus, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("protocol_version", "node_id", "device", "free_slots", "models", "software_version")
+    __slots__ = ("protocol_version", "node_id", "device", "free_slots", "models", "software_version", "slots")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
     SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     node_id: str
     device: DeviceInfo
     free_slots: int
     models: _containers.RepeatedCompositeFieldContainer[ModelStatus]
     software_version: str
-    def __init__(self, protocol_version: _Optional[int] = ..., node_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., free_slots: _Optional[int] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ..., software_version: _Optional[str] = ...) -> None: ...
+    slots: int
+    def __init__(self, protocol_version: _Optional[int] = ..., node_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., free_slots: _Optional[int] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ..., software_version: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
 
 class DeviceInfo(_message.Message):
     __slots__ = ("kind", "index", "name", "compute_type", "memory_total_bytes", "memory_free_bytes")
@@ -106,16 +108,20 @@ class DeviceInfo(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., compute_type: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., memory_free_bytes: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("sent_at", "free_slots", "memory_free_bytes", "draining")
+    __slots__ = ("sent_at", "free_slots", "memory_free_bytes", "draining", "slots", "session_in_flight")
     SENT_AT_FIELD_NUMBER: _ClassVar[int]
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     sent_at: _timestamp_pb2.Timestamp
     free_slots: int
     memory_free_bytes: int
     draining: bool
-    def __init__(self, sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., free_slots: _Optional[int] = ..., memory_free_bytes: _Optional[int] = ..., draining: _Optional[bool] = ...) -> None: ...
+    slots: int
+    session_in_flight: int
+    def __init__(self, sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., free_slots: _Optional[int] = ..., memory_free_bytes: _Optional[int] = ..., draining: _Optional[bool] = ..., slots: _Optional[int] = ..., session_in_flight: _Optional[int] = ...) -> None: ...
 
 class ModelRef(_message.Message):
     __slots__ = ("engine_id", "revision", "location")
