@@ -38,7 +38,7 @@ MODES = {
 }
 REAL_ID_EXEMPT = {"DELETE"}
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_every_operation_survives_fuzzing(api: RunningApi, client: httpx.Client) -> None:
