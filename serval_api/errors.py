@@ -6,7 +6,13 @@ and `grpc_code` and never decide a status code themselves.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from typing import TypeVar
+
 import grpc
+
+from serval_common.redact import error_reference, redact
 
 MAX_MESSAGE_CHARS = 500
 """An error message echoes client input; cut, it still fits gRPC's trailing metadata (8 KiB)."""
@@ -17,6 +23,7 @@ class ServalError(Exception):
     grpc_code: grpc.StatusCode = grpc.StatusCode.INTERNAL
 
     def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        message = redact(message, every_url=False)
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[: MAX_MESSAGE_CHARS - 1] + "…"
         super().__init__(message)
@@ -94,3 +101,23 @@ class Unavailable(ServalError):
 
     http_status = 503
     grpc_code = grpc.StatusCode.UNAVAILABLE
+
+
+E = TypeVar("E", bound=ServalError)
+
+
+def concealed(
+    error_type: type[E],
+    public: str,
+    cause: BaseException | str,
+    logger: logging.Logger,
+    ids: Mapping[str, object] | None = None,
+    *,
+    retry_after_s: float | None = None,
+) -> E:
+    """An error whose client text is `public` and an error id; what went wrong (a store URL, a local
+    path, a library's message) goes only to the log, under that id with `ids`."""
+    return error_type(error_reference(public, cause, logger, ids or {}), retry_after_s=retry_after_s)
+
+
+INTERNAL_ERROR = "internal error"

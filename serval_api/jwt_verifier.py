@@ -7,13 +7,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import jwt
 
 from serval_api.auth import Caller
-from serval_api.errors import Unauthenticated, Unavailable
+from serval_api.errors import Unauthenticated, Unavailable, concealed
 from serval_common.settings import AuthSettings
+
+log = logging.getLogger(__name__)
 
 NOT_CONFIGURED = "JWT authentication is not configured"
 _JWKS_TIMEOUT_S = 10
@@ -55,7 +58,9 @@ class JwtVerifier:
             try:
                 signing_key = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
             except jwt.PyJWKClientConnectionError as e:
-                raise Unavailable(f"cannot fetch the JWKS to verify the token: {e}") from None
+                raise concealed(
+                    Unavailable, "cannot fetch the JWKS to verify the token", e, log, retry_after_s=5
+                ) from None
             except jwt.PyJWTError as e:
                 raise Unauthenticated(f"invalid token: no matching signing key ({e})") from None
             return signing_key.key

@@ -1,6 +1,9 @@
-"""The FastAPI application: routers plus the one mapping from `ServalError` to an HTTP answer."""
+"""The FastAPI application: routers plus the one mapping from `ServalError` to an HTTP answer;
+any other exception answers 500 with an error id, its text only in the log."""
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -10,7 +13,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from serval_api.errors import PayloadTooLarge, ServalError
+from serval_api.errors import INTERNAL_ERROR, PayloadTooLarge, ServalError
 from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
 from serval_api.rest import (
     admin,
@@ -30,6 +33,9 @@ from serval_api.rest import (
     translation,
 )
 from serval_api.service import Services
+from serval_common.redact import error_reference
+
+log = logging.getLogger(__name__)
 
 
 def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> FastAPI:
@@ -61,6 +67,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.add_exception_handler(ServalError, _serval_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _internal_error)
     return app
 
 
@@ -113,6 +120,13 @@ def _error_response(error: ServalError) -> JSONResponse:
 
 async def _serval_error(_request: Request, error: ServalError) -> JSONResponse:
     return _error_response(error)
+
+
+async def _internal_error(request: Request, error: Exception) -> JSONResponse:
+    ids = {k: v for k, v in request.path_params.items() if k.endswith("_id")}
+    route = request.scope.get("route")
+    ids.update(method=request.method, route=getattr(route, "path", None))
+    return JSONResponse({"message": error_reference(INTERNAL_ERROR, error, log, ids)}, status_code=500)
 
 
 async def _http_error(_request: Request, error: HTTPException) -> Response:

@@ -29,7 +29,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
 from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, Pretranslation
-from serval_api.errors import InvalidArgument, NotBuilt, NotFound, PermissionDenied, Unauthenticated
+from serval_api.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotBuilt,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+    concealed,
+)
 from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.engine_corpora import owned_engine_corpus
@@ -37,7 +46,7 @@ from serval_api.service.engines import owned_engine
 from serval_api.service.files import FileFormat, contents_key, model_store
 from serval_api.service.job_auth import authorize_job_for_engine
 from serval_api.service.parallel_corpora import owned_parallel_corpus
-from serval_common.store import ModelStore
+from serval_common.store import ModelStore, ObjectMissing, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -443,11 +452,18 @@ def _first_book(
 ) -> str | None:
     for key in keys:
         path = folder / f"{side}-{len(list(folder.iterdir()))}"
-        store.download_file(key, path)
+        try:
+            store.download_file(key, path)
+        except ObjectMissing as e:
+            raise concealed(FailedPrecondition, f"the {side} Paratext project is gone", e, log) from None
+        except StoreError as e:
+            raise concealed(
+                Unavailable, f"the {side} Paratext project cannot be fetched now", e, log, retry_after_s=5
+            ) from None
         try:
             text = _update_project_book(path, side == "target", book, rows, options)
         except Exception as e:
-            raise InvalidArgument(f"the {side} Paratext project cannot be read: {e}") from None
+            raise concealed(InvalidArgument, f"the {side} Paratext project cannot be read", e, log) from None
         if text is not None:
             return text
     return None
