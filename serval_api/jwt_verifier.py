@@ -1,7 +1,9 @@
 """Bearer JWTs as client credentials: HS256 with a shared secret, RS256 with keys from a JWKS URL.
 
 `sub` is the owner; scopes come from `scope` (space-separated, as OAuth 2 sends it) or a
-`scopes` / `permissions` list (as Auth0 and others send them).
+`scopes` / `permissions` list (as Auth0 and others send them). The `admin` scope counts only with
+`auth.jwt_admin_scope_allowed`; otherwise it is dropped and the token keeps its other scopes.
+`aud` must name `auth.jwt_audience` when that is set (a token without `aud` is refused).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import jwt
 
-from serval_api.auth import Caller
+from serval_api.auth import ADMIN, Caller
 from serval_api.errors import Unauthenticated, Unavailable, concealed
 from serval_common.settings import AuthSettings
 
@@ -49,7 +51,13 @@ class JwtVerifier:
         owner = claims.get("sub")
         if not isinstance(owner, str) or not owner.strip():
             raise Unauthenticated("invalid token: it has no `sub` claim")
-        return Caller(owner=owner, scopes=scopes_of(claims))
+        scopes = scopes_of(claims)
+        if ADMIN in scopes and not self._settings.jwt_admin_scope_allowed:
+            log.warning(
+                "a JWT's admin scope was dropped (auth.jwt_admin_scope_allowed is off)", extra={"owner": owner}
+            )
+            scopes -= {ADMIN}
+        return Caller(owner=owner, scopes=scopes)
 
     async def _key(self, token: str, algorithm: str) -> Any:
         if algorithm == "HS256" and self._settings.jwt_secret:
