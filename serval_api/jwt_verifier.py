@@ -54,7 +54,8 @@ class JwtVerifier:
         scopes = scopes_of(claims)
         if ADMIN in scopes and not self._settings.jwt_admin_scope_allowed:
             log.warning(
-                "a JWT's admin scope was dropped (auth.jwt_admin_scope_allowed is off)", extra={"owner": owner}
+                "a JWT's admin scope was dropped (auth.jwt_admin_scope_allowed is off)",
+                extra={"owner": owner},
             )
             scopes -= {ADMIN}
         return Caller(owner=owner, scopes=scopes)

@@ -57,6 +57,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.include_router(engine_corpora.router)
     app.include_router(pretranslations.router)
     app.include_router(hooks.router)
+    app.add_middleware(InternalErrors)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
     if api_metrics is not None:
         app.state.metrics = api_metrics
@@ -67,8 +68,37 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.add_exception_handler(ServalError, _serval_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
-    app.add_exception_handler(Exception, _internal_error)
     return app
+
+
+class InternalErrors:
+    """An exception no handler turned into an answer: 500 with an error id, its text in the log.
+    Answered here rather than by Starlette's last-resort handler, which re-raises and so closes
+    the client's keep-alive connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as error:
+            if started:
+                raise
+            ids = {k: v for k, v in scope.get("path_params", {}).items() if k.endswith("_id")}
+            ids.update(method=scope.get("method"), route=getattr(scope.get("route"), "path", None))
+            message = error_reference(INTERNAL_ERROR, error, log, ids)
+            await JSONResponse({"message": message}, status_code=500)(scope, receive, send)
 
 
 class BodyLimit:
@@ -120,13 +150,6 @@ def _error_response(error: ServalError) -> JSONResponse:
 
 async def _serval_error(_request: Request, error: ServalError) -> JSONResponse:
     return _error_response(error)
-
-
-async def _internal_error(request: Request, error: Exception) -> JSONResponse:
-    ids = {k: v for k, v in request.path_params.items() if k.endswith("_id")}
-    route = request.scope.get("route")
-    ids.update(method=request.method, route=getattr(route, "path", None))
-    return JSONResponse({"message": error_reference(INTERNAL_ERROR, error, log, ids)}, status_code=500)
 
 
 async def _http_error(_request: Request, error: HTTPException) -> Response:
