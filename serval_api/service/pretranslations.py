@@ -35,6 +35,7 @@ from serval_api.errors import (
     NotBuilt,
     NotFound,
     PermissionDenied,
+    ServalError,
     Unauthenticated,
     Unavailable,
     concealed,
@@ -317,7 +318,14 @@ async def usfm(
             else None
         )
     store = model_store(services.settings)
-    book = await asyncio.to_thread(_book_usfm, store, projects, text_id, rows, options, convention)
+    try:
+        book = await asyncio.to_thread(_book_usfm, store, projects, text_id, rows, options, convention)
+    except _ProjectFailure as failure:
+        ids = {"engine_id": engine_id, "corpus_id": projects.corpus_id, "text_id": text_id}
+        retry_after_s = 5 if failure.error_type is Unavailable else None
+        raise concealed(
+            failure.error_type, failure.public, failure.cause, log, ids, retry_after_s=retry_after_s
+        ) from None
     log.debug(
         "pretranslated usfm",
         extra={
@@ -441,6 +449,14 @@ def _book_usfm(
     return denormalize_quotation_marks(text, convention)
 
 
+class _ProjectFailure(Exception):
+    """Raised in the worker thread; `usfm` shows the client `public` and an error id."""
+
+    def __init__(self, error_type: type[ServalError], public: str, cause: Exception) -> None:
+        super().__init__(public)
+        self.error_type, self.public, self.cause = error_type, public, cause
+
+
 def _first_book(
     store: ModelStore,
     folder: Path,
@@ -455,15 +471,15 @@ def _first_book(
         try:
             store.download_file(key, path)
         except ObjectMissing as e:
-            raise concealed(FailedPrecondition, f"the {side} Paratext project is gone", e, log) from None
+            raise _ProjectFailure(FailedPrecondition, f"the {side} Paratext project is gone", e) from None
         except StoreError as e:
-            raise concealed(
-                Unavailable, f"the {side} Paratext project cannot be fetched now", e, log, retry_after_s=5
+            raise _ProjectFailure(
+                Unavailable, f"the {side} Paratext project cannot be fetched now", e
             ) from None
         try:
             text = _update_project_book(path, side == "target", book, rows, options)
         except Exception as e:
-            raise concealed(InvalidArgument, f"the {side} Paratext project cannot be read", e, log) from None
+            raise _ProjectFailure(InvalidArgument, f"the {side} Paratext project cannot be read", e) from None
         if text is not None:
             return text
     return None
