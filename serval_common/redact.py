@@ -35,11 +35,13 @@ _SECRET_VALUES = re.compile(
 )
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[\w.~+/=-]+")
 _AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
+_URL_REST = r"(?:[^\s'\"<>]*[^\s'\"<>.,;:)\]])?"
+"""A URL runs to whitespace or a quote, and ends before trailing punctuation."""
 _STORE_URL = re.compile(
     r"(?i)\b(?:s3|s3a|gs|gcs|az|abfss?|wasbs?|file|postgres(?:ql)?(?:\+\w+)?|sqlite(?:\+\w+)?)"
-    r"://[^\s'\"<>]*"
+    rf"://{_URL_REST}"
 )
-_ANY_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*")
+_ANY_URL = re.compile(rf"(?i)\b[a-z][a-z0-9+.-]*://{_URL_REST}")
 _PATH_CHAR = r"[\w.@+~%=-]"
 _POSIX_PATH = re.compile(rf"(?<![\w.:/~\\-])/(?:{_PATH_CHAR}+/)+{_PATH_CHAR}*")
 _WINDOWS_PATH = re.compile(rf"(?i)(?<![\w])[a-z]:\\(?:{_PATH_CHAR}+\\)*{_PATH_CHAR}*")
