@@ -23,7 +23,7 @@ from google.protobuf import empty_pb2
 
 from serval.health.v1 import health_pb2_grpc
 from serval.inference.v1 import node_pb2
-from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2, platform_pb2_grpc
 from serval_api.auth import ADMIN, ALL_SCOPES
 from serval_api.service import status
 from serval_common.settings import ApiSettings, Settings, StoreSettings
@@ -297,3 +297,35 @@ def test_node_failure_texts_reach_clients_masked(api: RunningApi, caplog: pytest
         node.close()
     full = "\n".join(str(getattr(r, "detail", "")) + str(getattr(r, "error", "")) for r in caplog.records)
     assert load_failure in full and work_failure in full, "the log keeps the nodes' full texts"
+
+
+def test_a_jobs_fault_message_reaches_clients_masked(
+    api: RunningApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A build job reports its exception's text as the fault; clients read the build's message
+    over REST and gRPC (WatchBuild) with the job's store URL and paths masked."""
+    caplog.set_level(logging.INFO)
+    fault = (
+        "StoreError: could not upload models/e/1/model.bin in s3://job-bucket/job-prefix: "
+        "[Errno 2] No such file or directory: '/scratch/serval-job-1234/ct2/model.bin'"
+    )
+    with api.client() as client:
+        engine = create_engine(client)
+        build = client.post(f"/translation/engines/{engine['id']}/builds", json={"trainOn": []}).json()
+        spec = api.launcher.specs[-1]
+        platform_pb2_grpc.TranslationPlatformApiStub(api.channel).BuildFaulted(
+            platform_pb2.BuildFaultedRequest(build_id=spec.build_id, message=fault),
+            metadata=(("authorization", f"Bearer {spec.job_token}"),),
+        )
+        message = client.get(f"/translation/engines/{engine['id']}/builds/{build['id']}").json()["message"]
+    assert message.startswith("StoreError: could not upload models/e/1/model.bin in <url>")
+    assert_clean(message, "job-bucket", "job-prefix", "/scratch", "s3://")
+    updates = engine_pb2_grpc.TranslationEngineApiStub(api.channel).WatchBuild(
+        engine_pb2.WatchBuildRequest(engine_type="Nmt", engine_id=engine["id"], build_id=build["id"]),
+        metadata=grpc_key(api),
+        timeout=10,
+    )
+    first = next(iter(updates))
+    assert "<url>" in str(first), first
+    assert_clean(str(first), "job-bucket", "job-prefix", "/scratch", "s3://")
+    assert any(getattr(r, "error", None) == fault for r in caplog.records), "the log keeps the job's text"
