@@ -37,7 +37,8 @@ def run(
 ) -> None:
     """Run one build job and report it to the API service."""
     from build_jobs.job import run_job
-    from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec, die_with_parent
+    from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec, die_with_parent, take_job_token
+    from serval_common.store import store_from_settings
 
     if not die_with_parent():
         raise typer.Exit(CANCELED_EXIT_CODE)
@@ -45,6 +46,16 @@ def run(
     settings = Settings()
     configure_logging(settings)
     token = job_token or os.environ.get("SERVAL_JOB_TOKEN", "")
+    if not token:
+        taken = take_job_token(store_from_settings(settings, store_url), build_id)
+        if taken is None:
+            typer.echo(
+                f"no job token: SERVAL_JOB_TOKEN is unset and build {build_id}'s token is not (or no "
+                "longer) in the model store",
+                err=True,
+            )
+            raise typer.Exit(2)
+        token = taken
     args = JobSpec(
         build_id=build_id,
         engine_id=engine_id,

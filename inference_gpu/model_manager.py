@@ -48,6 +48,7 @@ from inference_gpu.engine import LoadedModel
 from inference_gpu.metrics import NodeMetrics
 from serval.inference.v1 import node_pb2
 from serval_common.manifest import ChecksumMismatch, Manifest, fetch_folder, store_unavailable
+from serval_common.redact import redact, secret_values
 from serval_common.settings import Settings
 from serval_common.store import ModelStore, StoreError
 
@@ -84,6 +85,7 @@ class ModelManager:
         self.settings = settings
         self.store = store
         self.metrics = metrics
+        self._secrets = secret_values(settings)
         self._models: dict[str, LoadedModel] = {}
         self._loading: dict[str, asyncio.Task[LoadedModel]] = {}
         self._stops: dict[str, asyncio.Event] = {}
@@ -372,6 +374,9 @@ class ModelManager:
         self._models.clear()
 
     def _announce(self, ref: node_pb2.ModelRef, state: int, message: str = "", size_bytes: int = 0) -> None:
+        """The message travels to every API replica and on to admins: store URLs, paths and
+        credentials are masked (the log keeps them)."""
+        message = redact(message, self._secrets)
         status = node_pb2.ModelStatus(model=ref, state=state, message=message, size_bytes=size_bytes)  # type: ignore[arg-type]
         for listener in self.listeners:
             listener(status)

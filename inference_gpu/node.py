@@ -28,6 +28,7 @@ from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_common.manifest import ManifestError
+from serval_common.redact import error_reference, redact, secret_values
 from serval_common.settings import Settings
 from serval_common.store import StoreError, store_from_settings
 from serval_common.tls import aio_client_channel, common_host_name
@@ -59,6 +60,7 @@ class InferenceNode:
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.links = [ApiLink(self, address) for address in resolve_addresses(settings.node.api_addresses)]
         self.models.listeners.append(self._broadcast_status)
+        self._secrets = secret_values(settings)
 
     def device_info(self) -> node_pb2.DeviceInfo:
         import ctranslate2
@@ -183,15 +185,21 @@ class InferenceNode:
                 op.segment, max(1, op.n), op.source_language, op.target_language, op.target_prefix
             )
         except (InputTooLong, ValueError) as exc:
-            return _error(item, node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT, str(exc))
+            return _error(item, node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT, self._shown(exc))
         except (ManifestError, StoreError) as exc:
-            return _error(item, node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, str(exc))
+            log.warning("model unavailable for work", extra={**extra, "error": str(exc)})
+            return _error(item, node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, self._shown(exc))
         except Exception as exc:
-            log.exception("work failed", extra=extra)
-            return _error(item, node_pb2.WORK_ERROR_CODE_INTERNAL, f"{type(exc).__name__}: {exc}")
+            message = error_reference("the inference node failed", exc, log, extra)
+            return _error(item, node_pb2.WORK_ERROR_CODE_INTERNAL, message)
         return node_pb2.WorkResult(
             request_id=item.request_id, translate=node_pb2.TranslateOutput(results=results)
         )
+
+    def _shown(self, exc: Exception) -> str:
+        """A failure as the API service (and maybe its client) reads it: no store URL, path or
+        credential of this node."""
+        return redact(str(exc), self._secrets)
 
     def start_work(self, link: ApiLink, item: node_pb2.WorkItem) -> None:
         location = item.model.location

@@ -6,8 +6,13 @@ and `grpc_code` and never decide a status code themselves.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from typing import TypeVar
+
 import grpc
 
+from serval_common.redact import error_reference, redact
 from serval_common.store import InvalidKey
 
 MAX_MESSAGE_CHARS = 500
@@ -19,6 +24,7 @@ class ServalError(Exception):
     grpc_code: grpc.StatusCode = grpc.StatusCode.INTERNAL
 
     def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        message = redact(message, every_url=False)
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[: MAX_MESSAGE_CHARS - 1] + "…"
         super().__init__(message)
@@ -103,3 +109,23 @@ def invalid_key(error: InvalidKey) -> InvalidArgument:
     becomes part of a key is checked where it enters, so this is a last line, and it answers as
     the client's mistake (400 / INVALID_ARGUMENT) with the key quoted, never the store's location."""
     return InvalidArgument(str(error))
+
+
+E = TypeVar("E", bound=ServalError)
+
+
+def concealed(
+    error_type: type[E],
+    public: str,
+    cause: BaseException | str,
+    logger: logging.Logger,
+    ids: Mapping[str, object] | None = None,
+    *,
+    retry_after_s: float | None = None,
+) -> E:
+    """An error whose client text is `public` and an error id; what went wrong (a store URL, a local
+    path, a library's message) goes only to the log, under that id with `ids`."""
+    return error_type(error_reference(public, cause, logger, ids or {}), retry_after_s=retry_after_s)
+
+
+INTERNAL_ERROR = "internal error"

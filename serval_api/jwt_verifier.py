@@ -1,19 +1,24 @@
 """Bearer JWTs as client credentials: HS256 with a shared secret, RS256 with keys from a JWKS URL.
 
 `sub` is the owner; scopes come from `scope` (space-separated, as OAuth 2 sends it) or a
-`scopes` / `permissions` list (as Auth0 and others send them).
+`scopes` / `permissions` list (as Auth0 and others send them). The `admin` scope counts only with
+`auth.jwt_admin_scope_allowed`; otherwise it is dropped and the token keeps its other scopes.
+`aud` must name `auth.jwt_audience` when that is set (a token without `aud` is refused).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import jwt
 
-from serval_api.auth import Caller
-from serval_api.errors import Unauthenticated, Unavailable
+from serval_api.auth import ADMIN, Caller
+from serval_api.errors import Unauthenticated, Unavailable, concealed
 from serval_common.settings import AuthSettings
+
+log = logging.getLogger(__name__)
 
 NOT_CONFIGURED = "JWT authentication is not configured"
 _JWKS_TIMEOUT_S = 10
@@ -46,7 +51,14 @@ class JwtVerifier:
         owner = claims.get("sub")
         if not isinstance(owner, str) or not owner.strip():
             raise Unauthenticated("invalid token: it has no `sub` claim")
-        return Caller(owner=owner, scopes=scopes_of(claims))
+        scopes = scopes_of(claims)
+        if ADMIN in scopes and not self._settings.jwt_admin_scope_allowed:
+            log.warning(
+                "a JWT's admin scope was dropped (auth.jwt_admin_scope_allowed is off)",
+                extra={"owner": owner},
+            )
+            scopes -= {ADMIN}
+        return Caller(owner=owner, scopes=scopes)
 
     async def _key(self, token: str, algorithm: str) -> Any:
         if algorithm == "HS256" and self._settings.jwt_secret:
@@ -55,7 +67,9 @@ class JwtVerifier:
             try:
                 signing_key = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
             except jwt.PyJWKClientConnectionError as e:
-                raise Unavailable(f"cannot fetch the JWKS to verify the token: {e}") from None
+                raise concealed(
+                    Unavailable, "cannot fetch the JWKS to verify the token", e, log, retry_after_s=5
+                ) from None
             except jwt.PyJWTError as e:
                 raise Unauthenticated(f"invalid token: no matching signing key ({e})") from None
             return signing_key.key

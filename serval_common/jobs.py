@@ -7,6 +7,12 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from serval_common.store.base import ObjectMissing
+
+if TYPE_CHECKING:
+    from serval_common.store.base import ModelStore
 
 CANCELED_EXIT_CODE = 143
 """128 + SIGTERM: how a build job that stopped because it was canceled exits."""
@@ -45,6 +51,27 @@ class JobSpec:
     def environment(self) -> dict[str, str]:
         """Secrets travel in the environment, never on a command line that `ps` shows."""
         return {"SERVAL_JOB_TOKEN": self.job_token}
+
+
+def job_token_folder(build_id: str) -> str:
+    return f"builds/{build_id}/secrets"
+
+
+def hand_over_job_token(store: ModelStore, build_id: str, token: str) -> None:
+    """For a job on another machine (ClearML), where every way to hand it an environment variable
+    shows it to whoever can see the task: the token waits in the model store, which the job reads
+    anyway, until the job takes it (`take_job_token`)."""
+    store.write_bytes(f"{job_token_folder(build_id)}/job-token", token.encode())
+
+
+def take_job_token(store: ModelStore, build_id: str) -> str | None:
+    """The token `hand_over_job_token` left, deleted as it is read: None once taken."""
+    try:
+        token = store.read_bytes(f"{job_token_folder(build_id)}/job-token").decode()
+    except ObjectMissing:
+        return None
+    store.delete_prefix(job_token_folder(build_id))
+    return token
 
 
 PARENT_PID_ENV = "SERVAL_JOB_PARENT_PID"

@@ -206,6 +206,11 @@ class AuthSettings(BaseModel):
     jwt_issuer: str | None = Field(default=None, description="Required `iss` claim, when set.")
     jwks_cache_s: int = Field(default=300, description="How long fetched JWKS keys are reused.")
     jwt_leeway_s: float = Field(default=0.0, description="Clock skew tolerated on `exp`/`nbf`/`iat`.")
+    jwt_admin_scope_allowed: bool = Field(
+        default=False,
+        description="Whether a JWT's `admin` scope counts. Off, it is dropped (the token keeps its other "
+        "scopes): whoever issues client JWTs does not also hand out the admin API unless you say so.",
+    )
 
 
 class WebhookSettings(BaseModel):

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from build_jobs.clearml_task import PROGRESS_SERIES, PROGRESS_TITLE, ClearMLTask
-from tests.helpers import REPO
+from tests.helpers import REPO, free_port
 
 JOB = textwrap.dedent(
     """
@@ -145,3 +145,40 @@ def test_stopped_asks_the_server_at_most_every_interval() -> None:
     stopping.status = ("in_progress", "stopping")
     assert ClearMLTask(stopping, offline=False).stopped() is True
     assert ClearMLTask(StatusTask(), offline=True).stopped() is False
+
+
+def _job(store: Path, api_port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "build_jobs", "run",
+        "--build-id", "b1", "--engine-id", "e1",
+        "--source-language", "eng_Latn", "--target-language", "swh_Latn",
+        "--revision", "1", "--no-train",
+        "--store-url", store.as_uri(), "--api-address", f"127.0.0.1:{api_port}",
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(120)
+def test_a_job_without_a_token_in_its_environment_takes_it_from_the_store(tmp_path: Path) -> None:
+    """How a job on a ClearML agent gets its token: not from the task (whoever sees the task sees
+    its arguments), but from the model store, once."""
+    from serval_common.jobs import hand_over_job_token
+    from serval_common.store import open_store
+
+    store_dir = tmp_path / "store"
+    store = open_store(store_dir.as_uri())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLEARML_", "TRAINS_", "SERVAL_"))}
+    env |= {"SERVAL_HOME": str(tmp_path), "SERVAL_JOBS__REPORT_RETRY_S": "0.5"}
+
+    missing = subprocess.run(
+        _job(store_dir, free_port()), cwd=REPO, env=env, capture_output=True, text=True, timeout=100
+    )
+    assert missing.returncode == 2, missing.stderr[-2000:]
+    assert "no job token" in missing.stderr
+
+    hand_over_job_token(store, "b1", "job-token-from-the-store")
+    taken = subprocess.run(
+        _job(store_dir, free_port()), cwd=REPO, env=env, capture_output=True, text=True, timeout=100
+    )
+    assert "no job token" not in taken.stderr, taken.stderr[-2000:]
+    assert store.list_keys("builds/b1") == [], "the job deleted its token as it read it"
+    assert "job-token-from-the-store" not in taken.stdout + taken.stderr

@@ -30,7 +30,7 @@ from serval_api.builds.clearml import (
 )
 from serval_api.builds.factory import launcher_from_settings
 from serval_api.builds.local import LocalJobLauncher
-from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec
+from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec, take_job_token
 from serval_common.settings import Settings
 from tests.helpers import free_port
 
@@ -264,10 +264,49 @@ def test_launch_creates_a_module_task_and_keeps_the_token_off_the_command_line(t
     assert kwargs["project_name"] == "serval"
     assert spec.build_id in kwargs["task_name"] and spec.engine_id in kwargs["task_name"]
     assert kwargs["add_task_init_call"] is False and kwargs["detect_repository"] is False
-    assert TOKEN not in kwargs["module"] and TOKEN not in kwargs["task_name"]
-    assert f"-e SERVAL_JOB_TOKEN={TOKEN}" in kwargs["docker_args"]
+    assert TOKEN not in repr(kwargs), "the job token is in no field of the task"
     assert "CLEARML_AGENT_SKIP_PYTHON_ENV_INSTALL=1" in kwargs["docker_args"]
     assert sdk.named("enqueue") == [("enqueue", "task-1", "q-gpu-a100")]
+
+
+def test_the_job_token_is_in_no_task_field_and_waits_in_the_store_until_taken(tmp_path: Path) -> None:
+    """Whoever can see a ClearML task sees its name, entry point, container image and arguments,
+    hyperparameters and configuration: the token is in none of them. It waits in the model store,
+    the job takes it once, and a task that ends without taking it leaves nothing behind."""
+    launcher, sdk, api, recorder = make_launcher(tmp_path, poll_interval_s=60)
+    store = launcher.store()
+
+    async def launch(build_id: str) -> None:
+        await launcher.launch(make_spec(build_id))
+
+    async def run() -> None:
+        await launch("b1")
+        await launch("b2")
+        await launch("b3")
+        api.set("task-2", "failed", message="CUDA out of memory")
+        await launcher.poll_once()
+        await launcher.cancel("b3")
+        await launcher.close()
+
+    asyncio.run(run())
+    assert sdk.named("create") and TOKEN not in repr(sdk.calls), "no SDK call carries the token"
+    [(_, kwargs), *_] = sdk.named("create")
+    assert "SERVAL_JOB_TOKEN" not in kwargs["docker_args"] and TOKEN not in kwargs["module"]
+    assert take_job_token(store, "b1") == TOKEN, "the job finds its token in the store"
+    assert take_job_token(store, "b1") is None, "read once: the job deletes it as it reads it"
+    assert store.list_keys("builds/b1") == []
+    assert recorder.exits["b2"][0] == 1
+    assert store.list_keys("builds/b2") == [], "a task that ended untaken leaves no token behind"
+    assert store.list_keys("builds/b3") == [], "nor does a canceled one"
+
+
+def test_a_failed_launch_leaves_no_token_in_the_store(tmp_path: Path) -> None:
+    launcher, sdk, _api, _ = make_launcher(tmp_path)
+    sdk.fail_enqueue = True
+
+    with pytest.raises(ClearMLError):
+        asyncio.run(launcher.launch(make_spec()))
+    assert launcher.store().list_keys("builds/b1") == []
 
 
 def test_launch_uses_the_default_queue_and_counts_waiting_builds(tmp_path: Path) -> None:

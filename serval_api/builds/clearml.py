@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from serval_api.builds.launcher import JobLauncher, JobSpec
+from serval_api.builds.launcher import JobLauncher, JobSpec, LaunchRefused
 from serval_common.build_options import BuildOptions
-from serval_common.jobs import CANCELED_EXIT_CODE
+from serval_common.jobs import CANCELED_EXIT_CODE, hand_over_job_token, job_token_folder
 from serval_common.settings import ClearMLSettings, Settings
+from serval_common.store import ModelStore, store_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ DEQUEUED = frozenset({"created"})
 """A followed task back in `created` (draft) was dequeued from ClearML: a cancel from outside."""
 
 LOG_TAIL_LINES = 20
+DOCKER_ARGS = "-e CLEARML_AGENT_SKIP_PYTHON_ENV_INSTALL=1"
+"""`docker run` arguments: the image already holds the Python environment. No secret goes here:
+whoever sees the task sees them; the job token waits in the model store (`hand_over_job_token`)."""
 _ROW_FIELDS = ["id", "status", "status_reason", "status_message", "execution.queue"]
 _IDS_PER_REQUEST = 100
 
@@ -50,6 +54,10 @@ MISSING_CREDENTIALS = (
 
 class ClearMLError(RuntimeError):
     """ClearML could not do what a launch needed; the message says what to check."""
+
+
+class QueueMissing(ClearMLError, LaunchRefused):
+    """The queue a build names does not exist: the client can name another."""
 
 
 @dataclass
@@ -85,6 +93,7 @@ class ClearMLJobLauncher(JobLauncher):
         self._connect_lock = asyncio.Lock()
         self._followed: dict[str, _Followed] = {}
         self._monitor_task: asyncio.Task[None] | None = None
+        self._store: ModelStore | None = None
 
     def queue_depth(self) -> int:
         return sum(1 for f in self._followed.values() if f.status in WAITING)
@@ -94,9 +103,14 @@ class ClearMLJobLauncher(JobLauncher):
         queue = BuildOptions.parse(spec.options_json).clearml_queue or self.config.default_queue
         queue_id = await self._queue_id(queue)
         spec = self._job_spec(spec)
-        task = await self._call(
-            lambda: self._task_api.create(**self.create_kwargs(spec)), "creating the task"
-        )
+        await asyncio.to_thread(hand_over_job_token, self.store(), spec.build_id, spec.job_token)
+        try:
+            task = await self._call(
+                lambda: self._task_api.create(**self.create_kwargs(spec)), "creating the task"
+            )
+        except Exception:
+            await self._drop_token(spec.build_id)
+            raise
         task_id = str(task.id)
         try:
             await self._call(
@@ -104,15 +118,32 @@ class ClearMLJobLauncher(JobLauncher):
             )
         except Exception as exc:
             await self._discard(task, str(exc), {**extra, "task_id": task_id})
+            await self._drop_token(spec.build_id)
             raise ClearMLError(f"could not enqueue the ClearML task on queue {queue!r}: {exc}") from exc
         self._follow(_Followed(spec.build_id, spec.engine_id, task_id))
         log.info("build job queued on ClearML", extra={**extra, "task_id": task_id, "queue": queue})
         return f"{JOB_REF_KIND}:{task_id}"
 
+    def store(self) -> ModelStore:
+        """The model store the API service gives its jobs (`JobSpec.store_url` is its URL)."""
+        if self._store is None:
+            self._store = store_from_settings(self.settings)
+        return self._store
+
+    async def _drop_token(self, build_id: str) -> None:
+        """A job that never ran, or has ended, leaves no token waiting in the store."""
+        try:
+            await asyncio.to_thread(self.store().delete_prefix, job_token_folder(build_id))
+        except Exception:
+            log.warning(
+                "could not delete the job token's store object", extra={"build_id": build_id}, exc_info=True
+            )
+
     async def cancel(self, build_id: str) -> None:
         followed = self._followed.pop(build_id, None)
         if followed is None:
             return
+        await self._drop_token(build_id)
         try:
             await self._connect()
             if followed.status in WAITING and await self._dequeue(followed):
@@ -176,7 +207,7 @@ class ClearMLJobLauncher(JobLauncher):
             "module": shlex.join(["build_jobs", *spec.command_args()]),
             "binary": "python3",
             "docker": self.config.image,
-            "docker_args": docker_args(spec),
+            "docker_args": DOCKER_ARGS,
             "add_task_init_call": False,
             "detect_repository": False,
         }
@@ -271,6 +302,7 @@ class ClearMLJobLauncher(JobLauncher):
             return  # canceled while this pass ran
         del self._followed[f.build_id]
         log.info("ClearML task ended", extra={**f.extra, "status": f.status, "exit_code": code})
+        await self._drop_token(f.build_id)
         if self.on_exit is None:
             return
         try:
@@ -313,7 +345,7 @@ class ClearMLJobLauncher(JobLauncher):
             self.config.connect_timeout_s,
         )
         if found is None:
-            raise ClearMLError(
+            raise QueueMissing(
                 f"the ClearML queue {queue!r} does not exist: create it in the ClearML web app (Workers & "
                 "Queues), or name another with the build option `clearmlQueue` or jobs.clearml.default_queue"
             )
@@ -375,13 +407,6 @@ class ClearMLJobLauncher(JobLauncher):
                 f"the ClearML server at {describe_host(self.config)} did not answer within {limit:g}s "
                 f"while {what}; check that it is up and reachable from the API service"
             ) from None
-
-
-def docker_args(spec: JobSpec) -> str:
-    """`docker run` arguments: the job's secrets as `-e` variables (never on the job's command
-    line), and a flag telling the agent the image already holds the Python environment."""
-    env = {**spec.environment(), "CLEARML_AGENT_SKIP_PYTHON_ENV_INSTALL": "1"}
-    return " ".join(f"-e {shlex.quote(f'{name}={value}')}" for name, value in env.items())
 
 
 def task_rows(api: Any, task_ids: list[str]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from serval_common.jobs import JobSpec
 
-__all__ = ["ExitHandler", "JobLauncher", "JobSpec", "QueueHandler"]
+__all__ = ["ExitHandler", "JobLauncher", "JobSpec", "LaunchRefused", "QueueHandler"]
 
 ExitHandler = Callable[[str, int, str], Awaitable[None]]
 """Called with (build_id, exit code, last lines of the job's log) when a job ends. Exit code 0 is
@@ -15,6 +15,12 @@ success, 143 a cancel; anything else faults a build the job itself did not finis
 
 QueueHandler = Callable[[dict[str, int]], Awaitable[None]]
 """Called with {build_id: jobs ahead of it} for waiting builds whenever queue positions change."""
+
+
+class LaunchRefused(Exception):
+    """The launcher refused the job for a reason the client can act on (a queue its build options
+    name does not exist): the message is the build's. Any other launch failure shows the client
+    only an error id."""
 
 
 class JobLauncher(ABC):

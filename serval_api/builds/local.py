@@ -1,5 +1,8 @@
 """The local job launcher: each build job runs as a child process of the API service, at most
-`jobs.max_concurrent` at once, the rest waiting in a first-come queue."""
+`jobs.max_concurrent` at once, the rest waiting in a first-come queue.
+
+A job's environment is made for it (`job_environment`), never the API service's own: the
+service's database URL, JWT and download secrets, ClearML keys and node token stay out of it."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from serval_api.builds.launcher import JobLauncher, JobSpec
@@ -58,18 +62,6 @@ class LocalJobLauncher(JobLauncher):
             await self.cancel(build_id)
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
-    def _tls_environment(self) -> dict[str, str]:
-        """With TLS on, a job dialing this API service trusts `jobs.tls_ca_file`, else the
-        service's own certificate (enough when it is self-signed)."""
-        jobs, api = self.settings.jobs, self.settings.api
-        ca_file = jobs.tls_ca_file or api.tls_cert_file
-        if not api.tls_cert_file or not ca_file:
-            return {}
-        environment = {"SERVAL_JOBS__TLS_CA_FILE": str(Path(ca_file).resolve())}
-        if jobs.tls_server_name:
-            environment["SERVAL_JOBS__TLS_SERVER_NAME"] = jobs.tls_server_name
-        return environment
-
     async def _queue_changed(self, started: str | None = None) -> None:
         if self.on_queue is None:
             return
@@ -108,12 +100,7 @@ class LocalJobLauncher(JobLauncher):
                 *spec.command_args(),
                 stdout=log_file,
                 stderr=asyncio.subprocess.STDOUT,
-                env={
-                    **os.environ,
-                    **spec.environment(),
-                    **self._tls_environment(),
-                    PARENT_PID_ENV: str(os.getpid()),
-                },
+                env=job_environment(self.settings, spec),
             )
             self._processes[spec.build_id] = process
             log.info(
@@ -129,3 +116,74 @@ class LocalJobLauncher(JobLauncher):
                 self._processes.pop(spec.build_id, None)
         tail = log_path.read_text(errors="replace").splitlines()[-20:]
         return code, "\n".join(tail)
+
+
+_PASSED_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "TMP", "TEMP", "TZ", "LANG", "LANGUAGE",
+        "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
+        "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "XDG_CACHE_HOME",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+        "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+        "CLEARML_OFFLINE_MODE",
+    }
+)  # fmt: skip
+_PASSED_PREFIXES = (
+    "LC_",
+    "AWS_",
+    "HF_",
+    "TRANSFORMERS_",
+    "CT2_",
+    "TORCH_",
+    "NVIDIA_",
+    "COVERAGE_",
+    "COV_CORE_",
+)
+"""What the job's libraries read: the locale, boto3's S3 credentials and endpoint settings,
+Hugging Face and CTranslate2 caches and threads, coverage in tests."""
+
+
+def job_environment(
+    settings: Settings, spec: JobSpec, parent: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What a build job needs and nothing more: PATH, HOME, temp folders, locale, TLS trust,
+    proxies and thread settings from `parent` (this process's environment), the model store's S3
+    settings, the job settings it reads, its job token and this process's id. The store URL and
+    the API address travel as arguments."""
+    source = os.environ if parent is None else parent
+    environment = {
+        name: value
+        for name, value in source.items()
+        if name in _PASSED_NAMES or name.startswith(_PASSED_PREFIXES)
+    }
+    store, jobs = settings.store, settings.jobs
+    own = {
+        "SERVAL_LOG_FORMAT": settings.log_format,
+        "SERVAL_LOG_LEVEL": settings.log_level,
+        "SERVAL_STORE__S3_ENDPOINT_URL": store.s3_endpoint_url,
+        "SERVAL_STORE__S3_REGION": store.s3_region,
+        "SERVAL_STORE__S3_ACCESS_KEY_ID": store.s3_access_key_id,
+        "SERVAL_STORE__S3_SECRET_ACCESS_KEY": store.s3_secret_access_key,
+        "SERVAL_JOBS__DEFAULT_BASE_MODEL": jobs.default_base_model,
+        "SERVAL_JOBS__REPORT_RETRY_S": str(jobs.report_retry_s),
+        PARENT_PID_ENV: str(os.getpid()),
+    }
+    environment.update({name: value for name, value in own.items() if value})
+    environment.update(_tls_environment(settings))
+    environment.update(spec.environment())
+    return environment
+
+
+def _tls_environment(settings: Settings) -> dict[str, str]:
+    """With TLS on, a job dialing this API service trusts `jobs.tls_ca_file`, else the
+    service's own certificate (enough when it is self-signed)."""
+    jobs, api = settings.jobs, settings.api
+    ca_file = jobs.tls_ca_file or api.tls_cert_file
+    if not api.tls_cert_file or not ca_file:
+        return {}
+    environment = {"SERVAL_JOBS__TLS_CA_FILE": str(Path(ca_file).resolve())}
+    if jobs.tls_server_name:
+        environment["SERVAL_JOBS__TLS_SERVER_NAME"] = jobs.tls_server_name
+    return environment

@@ -1,19 +1,24 @@
-"""The one place gRPC handlers turn `ServalError` into a status, read credentials, and refuse
-request messages that do not parse."""
+"""The one place gRPC handlers turn `ServalError` into a status, read credentials, refuse
+request messages that do not parse, and answer any other failure with INTERNAL and an error id
+(gRPC itself would send the exception's text)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from serval_api.auth import API_KEY_METADATA, Caller, authenticate, bearer_value
-from serval_api.errors import ServalError, invalid_key
+from serval_api.errors import INTERNAL_ERROR, ServalError, invalid_key
 from serval_api.routing.work import Served
 from serval_api.service import Services
+from serval_common.redact import error_reference
 from serval_common.store import InvalidKey
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -79,7 +84,8 @@ def _lenient(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], An
 
 class UndecodableRequests(grpc.aio.ServerInterceptor):
     """A request message that does not parse answers INVALID_ARGUMENT, where gRPC itself would
-    answer UNKNOWN. Bidirectional streams (the node stream) read and check their own messages."""
+    answer UNKNOWN; an unexpected exception answers INTERNAL with an error id, where gRPC would
+    send its text. Bidirectional streams (the node stream) read and check their own messages."""
 
     async def intercept_service(
         self,
@@ -89,21 +95,24 @@ class UndecodableRequests(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
+        method = str(handler_call_details.method)
         deserialize = _lenient(handler.request_deserializer)
         serialize = handler.response_serializer
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(handler.unary_unary), request_deserializer=deserialize, response_serializer=serialize
+                _unary(handler.unary_unary, method),
+                request_deserializer=deserialize,
+                response_serializer=serialize,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                _server_stream(handler.unary_stream),
+                _server_stream(handler.unary_stream, method),
                 request_deserializer=deserialize,
                 response_serializer=serialize,
             )
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(
-                _client_stream(handler.stream_unary),
+                _client_stream(handler.stream_unary, method),
                 request_deserializer=deserialize,
                 response_serializer=serialize,
             )
@@ -115,30 +124,54 @@ async def _refuse(context: grpc.aio.ServicerContext, request: Any) -> None:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
 
 
-def _unary(behavior: Callable[..., Any]) -> Callable[..., Any]:
+async def _failed(context: grpc.aio.ServicerContext, method: str, error: Exception) -> NoReturn:
+    if isinstance(error, ServalError):
+        await context.abort(error.grpc_code, error.message)
+    else:
+        message = error_reference(INTERNAL_ERROR, error, log, {"method": method})
+        await context.abort(grpc.StatusCode.INTERNAL, message)
+    raise AssertionError("unreachable: abort raises") from error
+
+
+def _unary(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await _refuse(context, request)
-        return await behavior(request, context)
+        try:
+            return await behavior(request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as e:
+            await _failed(context, method, e)
 
     return call
 
 
-def _server_stream(behavior: Callable[..., Any]) -> Callable[..., Any]:
+def _server_stream(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         await _refuse(context, request)
-        async for response in behavior(request, context):
-            yield response
+        try:
+            async for response in behavior(request, context):
+                yield response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as e:
+            await _failed(context, method, e)
 
     return call
 
 
-def _client_stream(behavior: Callable[..., Any]) -> Callable[..., Any]:
+def _client_stream(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
     async def call(requests: AsyncIterable[Any], context: grpc.aio.ServicerContext) -> Any:
         async def checked() -> AsyncIterator[Any]:
             async for request in requests:
                 await _refuse(context, request)
                 yield request
 
-        return await behavior(checked(), context)
+        try:
+            return await behavior(checked(), context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as e:
+            await _failed(context, method, e)
 
     return call

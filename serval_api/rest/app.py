@@ -1,6 +1,9 @@
-"""The FastAPI application: routers plus the one mapping from `ServalError` to an HTTP answer."""
+"""The FastAPI application: routers plus the one mapping from `ServalError` to an HTTP answer;
+any other exception answers 500 with an error id, its text only in the log."""
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -10,7 +13,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from serval_api.errors import PayloadTooLarge, ServalError, invalid_key
+from serval_api.errors import INTERNAL_ERROR, PayloadTooLarge, ServalError, invalid_key
 from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
 from serval_api.rest import (
     admin,
@@ -30,7 +33,10 @@ from serval_api.rest import (
     translation,
 )
 from serval_api.service import Services
+from serval_common.redact import error_reference
 from serval_common.store import InvalidKey
+
+log = logging.getLogger(__name__)
 
 
 def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> FastAPI:
@@ -52,6 +58,7 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.include_router(engine_corpora.router)
     app.include_router(pretranslations.router)
     app.include_router(hooks.router)
+    app.add_middleware(InternalErrors)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
     if api_metrics is not None:
         app.state.metrics = api_metrics
@@ -64,6 +71,36 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     return app
+
+
+class InternalErrors:
+    """An exception no handler turned into an answer: 500 with an error id, its text in the log.
+    Answered here rather than by Starlette's last-resort handler, which re-raises and so closes
+    the client's keep-alive connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as error:
+            if started:
+                raise
+            ids = {k: v for k, v in scope.get("path_params", {}).items() if k.endswith("_id")}
+            ids.update(method=scope.get("method"), route=getattr(scope.get("route"), "path", None))
+            message = error_reference(INTERNAL_ERROR, error, log, ids)
+            await JSONResponse({"message": message}, status_code=500)(scope, receive, send)
 
 
 class BodyLimit:

@@ -33,6 +33,7 @@ from serval_api.errors import InvalidArgument, NotFound, ServalError, Unavailabl
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeGone, NodeSession, model_ref
 from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
+from serval_common.redact import redact
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,15 @@ class Dispatcher:
                 )
                 continue
             if result.HasField("error"):
+                log.warning(
+                    "the inference node could not do the work",
+                    extra={
+                        "request_id": request_id,
+                        "node_id": session.node_id,
+                        "code": result.error.code,
+                        "error": result.error.message,
+                    },
+                )
                 raise _work_error(result.error)
             return result, served
         raise Unavailable("no inference node could take the request; try again", retry_after_s=1)
@@ -337,6 +347,8 @@ def _wall_clock(deadline: float) -> Timestamp:
 
 
 def _work_error(error: node_pb2.WorkError) -> ServalError:
+    """The node's text, sanitized: a node's store errors name its store and cache folders."""
+    message = redact(error.message)
     if error.code == node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT:
-        return InvalidArgument(error.message)
-    return Unavailable(f"the inference node could not translate: {error.message}", retry_after_s=1)
+        return InvalidArgument(message)
+    return Unavailable(f"the inference node could not translate: {message}", retry_after_s=1)

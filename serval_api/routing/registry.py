@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from serval.inference.v1 import node_pb2
 from serval_api.routing.session import NodeSession
+from serval_common.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class NodeRegistry:
             session.failed_at.pop(location, None)
         failing = status.state in (node_pb2.MODEL_STATE_FAILED, node_pb2.MODEL_STATE_LOADING)
         if failing and status.message:
-            session.model_errors[location] = status.message
+            session.model_errors[location] = redact(status.message)
         else:
             session.model_errors.pop(location, None)
         log.info(

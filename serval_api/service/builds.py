@@ -15,9 +15,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
-from serval_api.builds.launcher import JobSpec
+from serval_api.builds.launcher import JobSpec, LaunchRefused
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
-from serval_api.errors import Conflict, InvalidArgument, NotFound, Timeout, Unavailable
+from serval_api.errors import Conflict, InvalidArgument, NotFound, ServalError, Timeout, Unavailable
 from serval_api.service import build_corpora, corpus_export, limits, pretranslations
 from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
@@ -30,6 +30,7 @@ from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES, enqueue_build_events
 from serval_common.build_options import BuildOptions, BuildOptionsError
 from serval_common.manifest import ManifestError, base_model_folder, read_manifest, store_unavailable
 from serval_common.names import InvalidName
+from serval_common.redact import error_reference, redact, secret_values
 from serval_common.store import InvalidKey
 
 log = logging.getLogger(__name__)
@@ -127,9 +128,13 @@ async def start_build(
     try:
         await corpus_export.write_build_files(services, build.id, plan)
         await record_job_ref(services, build.id, await services.launcher.launch(spec))
+    except (ServalError, LaunchRefused) as e:
+        log.warning("build job launch refused", extra={**extra, "error": str(e)})
+        shown = redact(str(e), secret_values(services.settings))
+        return await _fault(services, build.id, f"the build job could not be launched: {shown}") or build
     except Exception as e:
-        log.exception("build job launch failed", extra=extra)
-        return await _fault(services, build.id, f"the build job could not be launched: {e}") or build
+        message = error_reference("the build job could not be launched", e, log, extra)
+        return await _fault(services, build.id, message) or build
     return build
 
 

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import Caller
 from serval_api.db.models import Corpus, DataFile, Engine
-from serval_api.errors import InvalidArgument
+from serval_api.errors import InvalidArgument, concealed
 from serval_api.service import build_corpora, limits, train_segments
 from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry
 from serval_api.service.context import Services
@@ -477,12 +477,14 @@ class _FileReader:
     def rows(self, file: CorpusFileSource) -> list[_Row]:
         if file not in self._rows:
             path = self._path(file)
-            reader = _text_rows if file.format == FileFormat.TEXT else _paratext_rows
-            self._rows[file] = list(reader(path, file.text_id))
+            if file.format == FileFormat.TEXT:
+                self._rows[file] = list(_text_rows(path, file.text_id))
+            else:
+                self._rows[file] = list(_paratext_rows(path, _file_name(file)))
         return self._rows[file]
 
     def usfm_books(self, file: CorpusFileSource) -> list[tuple[str, str]]:
-        return _paratext_books(self._path(file))
+        return _paratext_books(self._path(file), _file_name(file))
 
     def _path(self, file: CorpusFileSource) -> Path:
         if file.location not in self._paths:
@@ -490,10 +492,16 @@ class _FileReader:
             try:
                 self._store.download_file(file.location, path)
             except StoreError as e:
-                log.warning("corpus file unreadable", extra={"location": file.location, "error": str(e)})
-                raise InvalidArgument(f"corpus file {limits.shown(file.location)} cannot be read") from None
+                raise concealed(
+                    InvalidArgument, f"corpus file {_file_name(file)} cannot be read", e, log
+                ) from None
             self._paths[file.location] = path
         return self._paths[file.location]
+
+
+def _file_name(file: CorpusFileSource) -> str:
+    match = _FILE_LOCATION.match(file.location)
+    return match.group(1) if match else repr(file.text_id)
 
 
 def _text_rows(path: Path, text_id: str) -> Iterator[_Row]:
@@ -502,7 +510,11 @@ def _text_rows(path: Path, text_id: str) -> Iterator[_Row]:
             yield _Row(text_id, f"{text_id}:{number}", None, line.rstrip("\r\n"))
 
 
-def _paratext_rows(path: Path, _text_id: str) -> Iterator[_Row]:
+def _unreadable_paratext(name: str, e: Exception) -> InvalidArgument:
+    return concealed(InvalidArgument, f"Paratext file {name} could not be read as a Paratext project", e, log)
+
+
+def _paratext_rows(path: Path, name: str) -> Iterator[_Row]:
     from machine.corpora import ParatextBackupTextCorpus
 
     try:
@@ -510,10 +522,10 @@ def _paratext_rows(path: Path, _text_id: str) -> Iterator[_Row]:
         for row in corpus.get_rows():
             yield _Row(row.text_id, str(row.ref), row.ref.chapter_num, row.text)
     except Exception as e:
-        raise InvalidArgument(f"a Paratext file could not be read as a Paratext project: {e}") from None
+        raise _unreadable_paratext(name, e) from None
 
 
-def _paratext_books(path: Path) -> list[tuple[str, str]]:
+def _paratext_books(path: Path, file_name: str) -> list[tuple[str, str]]:
     """(book id, USFM) of each book a Paratext project zip holds, in canonical order."""
     import zipfile
 
@@ -530,4 +542,4 @@ def _paratext_books(path: Path) -> list[tuple[str, str]]:
                 if (name := settings.get_book_file_name(book)) in names
             ]
     except Exception as e:
-        raise InvalidArgument(f"a Paratext file could not be read as a Paratext project: {e}") from None
+        raise _unreadable_paratext(file_name, e) from None

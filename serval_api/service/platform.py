@@ -15,6 +15,7 @@ from serval_api.service import limits, pretranslations
 from serval_api.service.builds import apply_job_change
 from serval_api.service.context import Services
 from serval_common.jobs import CANCELED_EXIT_CODE
+from serval_common.redact import error_reference, redact, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ async def update_build_status(
     if progress is not None:
         limits.finite("progress", progress)
     if message is not None:
-        message = limits.reported_text(message, limits.BUILD_MESSAGE_CHARS)
+        message = _shown(services, message)
 
     def change(build: Build, _engine: Engine) -> None:
         build.step = step
@@ -172,8 +173,14 @@ async def increment_corpus_size(services: Services, build_id: str, count: int) -
     await _report(services, build_id, "engine corpus size", change, level=logging.DEBUG)
 
 
+def _shown(services: Services, message: str) -> str:
+    """A job's message as clients read it: a job's errors name store URLs and local paths."""
+    return limits.reported_text(redact(message, secret_values(services.settings)), limits.BUILD_MESSAGE_CHARS)
+
+
 async def build_faulted(services: Services, build_id: str, message: str) -> None:
-    message = limits.reported_text(message, limits.BUILD_MESSAGE_CHARS)
+    log.warning("build job reported a fault", extra={"build_id": build_id, "error": message})
+    message = _shown(services, message)
 
     def change(build: Build, _engine: Engine) -> None:
         build.state = BuildState.FAULTED.value
@@ -242,7 +249,12 @@ async def job_exited(services: Services, build_id: str, exit_code: int, log_tail
         if exit_code == 0
         else f"the build job exited with code {exit_code}"
     )
-    message = f"{reason}: {log_tail.strip()[-1500:]}" if log_tail.strip() and not stopped else reason
+    tail = log_tail.strip()
+    if tail and not stopped:
+        last = redact(tail.splitlines()[-1], secret_values(services.settings))
+        message = error_reference(f"{reason}: {last}", tail, log, {"build_id": build_id})
+    else:
+        message = reason
     message = limits.reported_text(message, limits.BUILD_MESSAGE_CHARS)
 
     def change(build: Build, _engine: Engine) -> None:

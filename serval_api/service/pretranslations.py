@@ -29,7 +29,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
 from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, Pretranslation
-from serval_api.errors import InvalidArgument, NotBuilt, NotFound, PermissionDenied, Unauthenticated
+from serval_api.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotBuilt,
+    NotFound,
+    PermissionDenied,
+    ServalError,
+    Unauthenticated,
+    Unavailable,
+    concealed,
+)
 from serval_api.service import limits
 from serval_api.service.context import Services
 from serval_api.service.engine_corpora import owned_engine_corpus
@@ -37,7 +47,7 @@ from serval_api.service.engines import owned_engine
 from serval_api.service.files import FileFormat, contents_key, model_store
 from serval_api.service.job_auth import authorize_job_for_engine
 from serval_api.service.parallel_corpora import owned_parallel_corpus
-from serval_common.store import ModelStore
+from serval_common.store import ModelStore, ObjectMissing, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +318,14 @@ async def usfm(
             else None
         )
     store = model_store(services.settings)
-    book = await asyncio.to_thread(_book_usfm, store, projects, text_id, rows, options, convention)
+    try:
+        book = await asyncio.to_thread(_book_usfm, store, projects, text_id, rows, options, convention)
+    except _ProjectFailure as failure:
+        ids = {"engine_id": engine_id, "corpus_id": projects.corpus_id, "text_id": text_id}
+        retry_after_s = 5 if failure.error_type is Unavailable else None
+        raise concealed(
+            failure.error_type, failure.public, failure.cause, log, ids, retry_after_s=retry_after_s
+        ) from None
     log.debug(
         "pretranslated usfm",
         extra={
@@ -432,6 +449,14 @@ def _book_usfm(
     return denormalize_quotation_marks(text, convention)
 
 
+class _ProjectFailure(Exception):
+    """Raised in the worker thread; `usfm` shows the client `public` and an error id."""
+
+    def __init__(self, error_type: type[ServalError], public: str, cause: Exception) -> None:
+        super().__init__(public)
+        self.error_type, self.public, self.cause = error_type, public, cause
+
+
 def _first_book(
     store: ModelStore,
     folder: Path,
@@ -443,11 +468,18 @@ def _first_book(
 ) -> str | None:
     for key in keys:
         path = folder / f"{side}-{len(list(folder.iterdir()))}"
-        store.download_file(key, path)
+        try:
+            store.download_file(key, path)
+        except ObjectMissing as e:
+            raise _ProjectFailure(FailedPrecondition, f"the {side} Paratext project is gone", e) from None
+        except StoreError as e:
+            raise _ProjectFailure(
+                Unavailable, f"the {side} Paratext project cannot be fetched now", e
+            ) from None
         try:
             text = _update_project_book(path, side == "target", book, rows, options)
         except Exception as e:
-            raise InvalidArgument(f"the {side} Paratext project cannot be read: {e}") from None
+            raise _ProjectFailure(InvalidArgument, f"the {side} Paratext project cannot be read", e) from None
         if text is not None:
             return text
     return None

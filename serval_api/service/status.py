@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import re
+import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -18,7 +18,10 @@ from serval_api.errors import InvalidArgument
 from serval_api.service.context import Services
 from serval_api.service.engines import language, parse_engine_type
 from serval_common.languages import LanguageInfo
+from serval_common.redact import redact, secret_values
 from serval_common.store.base import store_from_settings
+
+log = logging.getLogger(__name__)
 
 CHECK_TIMEOUT_S = 5.0
 """A dependency that has not answered by then is Unhealthy: a health probe must answer promptly."""
@@ -76,7 +79,8 @@ async def health(services: Services) -> HealthReport:
         "jobLauncher": lambda: _job_launcher(services),
     }
     started = time.perf_counter()
-    entries = await asyncio.gather(*(_timed(check) for check in checks.values()))
+    known = secret_values(services.settings)
+    entries = await asyncio.gather(*(_timed(name, check, known) for name, check in checks.items()))
     results = dict(zip(checks, entries, strict=True))
     return HealthReport(
         status=min(e.status for e in entries), duration_s=time.perf_counter() - started, entries=results
@@ -88,7 +92,7 @@ def ping() -> HealthReport:
     return HealthReport(status=HealthStatus.HEALTHY, duration_s=0.0)
 
 
-async def _timed(check: Callable[[], Awaitable[_Outcome]]) -> HealthEntry:
+async def _timed(name: str, check: Callable[[], Awaitable[_Outcome]], known: Iterable[str]) -> HealthEntry:
     started = time.perf_counter()
     try:
         outcome = await asyncio.wait_for(check(), CHECK_TIMEOUT_S)
@@ -100,11 +104,12 @@ async def _timed(check: Callable[[], Awaitable[_Outcome]]) -> HealthEntry:
             exception="TimeoutError",
         )
     except Exception as e:
+        log.warning("health check failed", extra={"check": name, "error": f"{type(e).__name__}: {e}"})
         return HealthEntry(
             HealthStatus.UNHEALTHY,
             time.perf_counter() - started,
             description="unreachable",
-            exception=describe_exception(e),
+            exception=describe_exception(e, known),
         )
     return HealthEntry(outcome.status, time.perf_counter() - started, outcome.description, data=outcome.data)
 
@@ -137,19 +142,11 @@ async def _job_launcher(services: Services) -> _Outcome:
     return _Outcome(HealthStatus.HEALTHY, data={"queueDepth": str(services.launcher.queue_depth())})
 
 
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@]*@")
-_SECRET_VALUES = re.compile(
-    r"(?i)\b([\w-]*(?:password|passwd|pwd|secret|token|key|signature|credential|auth)[\w-]*)"
-    r"(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&)]+)"
-)
-
-
-def describe_exception(error: BaseException) -> str:
-    """The exception's class and message, with credentials in URLs and `secret=…` values masked, cut
-    short: enough to tell what failed without handing a probe anything it could log and reuse."""
-    message = _URL_CREDENTIALS.sub(r"\1***@", str(error))
-    message = _SECRET_VALUES.sub(r"\1\2***", message)
-    message = " ".join(message.split())
+def describe_exception(error: BaseException, known: Iterable[str] = ()) -> str:
+    """The exception's class and message with URLs, paths and credentials masked (`known`: the
+    settings' secret values), cut short: enough to tell what failed without handing a probe
+    anything it could log and reuse."""
+    message = " ".join(redact(str(error), known).split())
     text = f"{type(error).__name__}: {message}" if message else type(error).__name__
     return text if len(text) <= MAX_EXCEPTION_CHARS else text[: MAX_EXCEPTION_CHARS - 1] + "…"
 

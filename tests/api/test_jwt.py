@@ -16,7 +16,9 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from google.protobuf import empty_pb2
 
+from serval.admin.v1 import admin_pb2_grpc
 from serval.inference.v1 import node_pb2
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2, platform_pb2_grpc
 from serval_api.auth import ALL_ENGINE_SCOPES, READ_ENGINES
@@ -255,3 +257,59 @@ def test_client_credentials_are_no_node_token(hs_api: RunningApi, credential: st
         assert node.read().rejection.reason == node_pb2.REJECTION_REASON_BAD_TOKEN
     finally:
         node.close()
+
+
+@pytest.mark.parametrize(
+    "aud", ["someone-else", None, ["someone-else", "another"]], ids=["wrong", "missing", "list-without-ours"]
+)
+def test_the_audience_is_checked_when_set(hs_api: RunningApi, aud: Any) -> None:
+    token = hs256(aud=aud)
+    with bearer_client(hs_api, token) as client:
+        response = client.get("/translation/engines")
+    assert response.status_code == 401, response.text
+    assert "aud" in response.json()["message"]
+    stub = engine_pb2_grpc.TranslationEngineApiStub(hs_api.channel)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.GetQueueSize(
+            engine_pb2.GetQueueSizeRequest(engine_type="Nmt"),
+            metadata=(("authorization", f"Bearer {token}"),),
+        )
+    assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with bearer_client(hs_api, hs256(aud=["another", AUDIENCE])) as client:
+        assert client.get("/translation/engines").status_code == 200, "one of several audiences is ours"
+
+
+def admin_calls(api: RunningApi, token: str) -> tuple[int, grpc.StatusCode]:
+    """The admin API's answer to `token` over REST (status code) and gRPC (status)."""
+    with bearer_client(api, token) as client:
+        rest = client.get("/admin/api-keys").status_code
+    stub = admin_pb2_grpc.AdminApiStub(api.channel)
+    try:
+        stub.ListNodeTokens(empty_pb2.Empty(), metadata=(("authorization", f"Bearer {token}"),))
+    except grpc.RpcError as error:
+        return rest, error.code()
+    return rest, grpc.StatusCode.OK
+
+
+def test_a_jwt_admin_scope_is_dropped_unless_allowed(hs_api: RunningApi) -> None:
+    token = hs256(scope="admin " + " ".join(ALL_ENGINE_SCOPES))
+    assert admin_calls(hs_api, token) == (403, grpc.StatusCode.PERMISSION_DENIED)
+    with bearer_client(hs_api, hs256(scope="admin")) as only_admin:
+        assert only_admin.get("/translation/engines").status_code == 403, "admin granted nothing"
+    with bearer_client(hs_api, token) as client:
+        assert client.get("/translation/engines").status_code == 200, "the other scopes stay"
+
+
+def test_a_jwt_admin_scope_counts_when_allowed(tmp_path: Path, database_url: str) -> None:
+    api = start_api(
+        tmp_path,
+        database_url,
+        AuthSettings(
+            jwt_secret=SECRET, jwt_audience=AUDIENCE, jwt_issuer=ISSUER, jwt_admin_scope_allowed=True
+        ),
+    )
+    try:
+        assert admin_calls(api, hs256(scope="admin")) == (200, grpc.StatusCode.OK)
+        assert admin_calls(api, hs256()) == (403, grpc.StatusCode.PERMISSION_DENIED)
+    finally:
+        api.close()

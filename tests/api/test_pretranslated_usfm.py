@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +17,7 @@ from build_jobs.job import _report_quote_conventions
 from build_jobs.report import PlatformReporter
 from serval_api.auth import ALL_SCOPES
 from serval_api.db.models import Build, EngineCorpus
-from serval_api.service.files import model_store
+from serval_api.service.files import contents_key, model_store
 from tests.api.conftest import RunningApi, create_engine
 from tests.api.test_build_export import corpus, parallel_corpus, text, upload
 from tests.api.test_pretranslations import ENGINES, Job, start_build
@@ -311,3 +312,29 @@ def test_impossible_requests_answer_400(owner: httpx.Client, built: dict[str, An
         {"embed-behavior": "x"},
     ):
         assert owner.get(url, params=params).status_code == 400, params
+
+
+def test_an_unreadable_project_answers_an_error_id_not_the_store_path(
+    api: RunningApi,
+    owner: httpx.Client,
+    built: dict[str, Any],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert api.service.services is not None
+    store = model_store(api.service.services.settings)
+    key = contents_key(built["target_file"])
+    store.write_bytes(key, b"PK\x03\x04 not a zip archive")
+    broken = get_usfm(owner, built, template="Target")
+    assert broken.status_code == 400, broken.text
+    message = broken.json()["message"]
+    assert message.startswith("the target Paratext project cannot be read (error id ")
+    assert str(tmp_path) not in broken.text
+    error_id = message.rsplit(" ", 1)[-1].rstrip(")")
+    [record] = [r for r in caplog.records if getattr(r, "error_id", None) == error_id]
+    assert getattr(record, "engine_id", None) == built["engine"]
+
+    store.delete_prefix(f"files/{built['target_file']}")
+    gone = get_usfm(owner, built, template="Target")
+    assert gone.status_code == 409, gone.text
+    assert "error id" in gone.json()["message"] and str(tmp_path) not in gone.text
