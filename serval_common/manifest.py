@@ -117,6 +117,35 @@ def publish_folder(store: ModelStore, prefix: str, folder: Path | None, manifest
     return manifest
 
 
+def revision_prefix(engine_id: str, revision: int) -> str:
+    return f"models/{engine_id}/{revision}"
+
+
+class ForeignRevision(ManifestError):
+    """A revision folder's manifest names another build: it is not the caller's to remove."""
+
+
+def remove_revision(store: ModelStore, engine_id: str, revision: int, *, build_id: str) -> int:
+    """Remove what build `build_id` wrote under `models/{engineId}/{revision}/` and return how
+    many objects there were. The manifest goes first, so no reader ever sees a manifest whose
+    files are going; a folder whose manifest names another build raises `ForeignRevision`."""
+    prefix = revision_prefix(engine_id, revision)
+    keys = store.list_keys(prefix)
+    if not keys:
+        return 0
+    manifest_key = f"{prefix}/{MANIFEST}"
+    if manifest_key in keys:
+        try:
+            owner = Manifest.model_validate_json(store.read_bytes(manifest_key)).build_id
+        except ValueError:
+            owner = None
+        if owner is not None and owner != build_id:
+            raise ForeignRevision(f"{prefix} was published by build {owner}, not {build_id}")
+        store.delete(manifest_key)
+    store.delete_prefix(prefix)
+    return len(keys)
+
+
 def read_manifest(store: ModelStore, prefix: str) -> Manifest:
     try:
         raw = store.read_bytes(f"{prefix}/{MANIFEST}")

@@ -68,6 +68,10 @@ class ModelStore(ABC):
         """Every key under `prefix` (a folder), sorted."""
 
     @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove one object; a missing object is not an error."""
+
+    @abstractmethod
     def delete_prefix(self, prefix: str) -> None: ...
 
 
