@@ -1,4 +1,4 @@
-"""Pretranslation: after a build publishes its revision, the job translates the segments the API
+"""Pretranslation: before a build publishes its revision, the job translates the segments the API
 service exported to `builds/{buildId}/pretranslate.src.json` and writes
 `builds/{buildId}/pretranslate.trg.json`: the same rows, `translation` now the MT output, plus
 `confidence` (the exponential of CTranslate2's length-normalized score, in 0..1)."""
@@ -96,6 +96,12 @@ def pretranslate(
     return out
 
 
+def decoding_limit(max_positions: int | None) -> int:
+    """Tokens per segment for a model with `max_positions` (the decoder's first position holds the
+    start token)."""
+    return MAX_LENGTH if max_positions is None else min(MAX_LENGTH, max_positions - 1)
+
+
 def pretranslate_revision(
     store: ModelStore,
     *,
@@ -110,16 +116,39 @@ def pretranslate_revision(
     should_cancel: Callable[[], bool] | None = None,
 ) -> list[Row]:
     """`pretranslate` with the engine's published revision (an inference-only revision's manifest
-    points at the base model's weights); the model is fetched only when there is work."""
+    points at the base model's weights)."""
+    return pretranslate_stored_model(
+        store,
+        revision_prefix(engine_id, revision),
+        build_id=build_id,
+        source_code=source_code,
+        target_code=target_code,
+        beams=beams,
+        batch_size=batch_size,
+        progress=progress,
+        should_cancel=should_cancel,
+    )
+
+
+def pretranslate_stored_model(
+    store: ModelStore,
+    prefix: str,
+    *,
+    build_id: str,
+    source_code: str,
+    target_code: str,
+    beams: int,
+    batch_size: int,
+    progress: Progress | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> list[Row]:
+    """`pretranslate` with the model folder at `prefix` in the store, fetched only when there is
+    work."""
     rows = read_source_rows(store, build_id)
     if not rows:
         return []
     with tempfile.TemporaryDirectory(prefix="serval-pretranslate-") as tmp:
-        manifest, model_dir = fetch_folder(
-            store, revision_prefix(engine_id, revision), Path(tmp), with_checkpoint=False
-        )
-        # The decoder's first position holds the start token.
-        limit = MAX_LENGTH if manifest.max_positions is None else min(MAX_LENGTH, manifest.max_positions - 1)
+        manifest, model_dir = fetch_folder(store, prefix, Path(tmp), with_checkpoint=False)
         return pretranslate(
             store,
             build_id,
@@ -128,7 +157,7 @@ def pretranslate_revision(
             target_code,
             beams=beams,
             batch_size=batch_size,
-            max_length=limit,
+            max_length=decoding_limit(manifest.max_positions),
             progress=progress,
             should_cancel=should_cancel,
             rows=rows,

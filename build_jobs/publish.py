@@ -1,8 +1,13 @@
-"""Publishing model revisions to the model store (files first, manifest last)."""
+"""Publishing model revisions and base models to the model store (files first, manifest last).
+
+A model revision is immutable: `publish_revision` refuses a folder that holds anything, and when
+it fails or is stopped before its manifest is written it removes what it uploaded."""
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from serval_common.manifest import (
@@ -13,22 +18,40 @@ from serval_common.manifest import (
     ManifestFile,
     base_model_folder,
     describe_files,
-    publish_folder,
     read_manifest,
+    remove_revision,
+    revision_prefix,
 )
-from serval_common.names import check_id
 from serval_common.store import ModelStore
+
+__all__ = [
+    "HF_SUBFOLDER",
+    "RevisionExists",
+    "base_model_prefix",
+    "checkpoint_max_positions",
+    "inference_only_manifest",
+    "publish_base_model",
+    "publish_inference_only",
+    "publish_model_folder",
+    "publish_revision",
+    "revision_prefix",
+]
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], None]
+"""Called before every upload and before the manifest; raises (e.g. `Canceled`) to stop."""
+
+
+class RevisionExists(ManifestError):
+    """The revision's folder already holds objects: a model revision is never written twice."""
 
 
 def base_model_prefix(name: str) -> str:
     return base_model_folder(name)
 
 
-def revision_prefix(engine_id: str, revision: int) -> str:
-    return f"models/{check_id('engine', engine_id)}/{revision}"
-
-
-def publish_inference_only(
+def inference_only_manifest(
     store: ModelStore,
     *,
     engine_id: str,
@@ -38,7 +61,7 @@ def publish_inference_only(
     source_language: str,
     target_language: str,
 ) -> Manifest:
-    """Publish `base_model` as the engine's revision without copying its weights."""
+    """The manifest of a revision that serves `base_model`'s weights without copying them."""
     base = read_manifest(store, base_model_prefix(base_model))
     unknown = [code for code in (source_language, target_language) if code not in base.languages]
     if unknown:
@@ -46,7 +69,7 @@ def publish_inference_only(
             f"base model {base_model!r} does not know {', '.join(unknown)}; "
             "an inference-only build can only serve languages the base model knows"
         )
-    manifest = Manifest(
+    return Manifest(
         kind="model-revision",
         engine_id=engine_id,
         revision=revision,
@@ -61,7 +84,68 @@ def publish_inference_only(
         max_positions=base.max_positions,
         scores=base.scores,
     )
-    return publish_folder(store, revision_prefix(engine_id, revision), None, manifest)
+
+
+def publish_inference_only(
+    store: ModelStore,
+    *,
+    engine_id: str,
+    revision: int,
+    build_id: str,
+    base_model: str,
+    source_language: str,
+    target_language: str,
+) -> Manifest:
+    """Publish `base_model` as the engine's revision without copying its weights."""
+    manifest = inference_only_manifest(
+        store,
+        engine_id=engine_id,
+        revision=revision,
+        build_id=build_id,
+        base_model=base_model,
+        source_language=source_language,
+        target_language=target_language,
+    )
+    return publish_revision(store, manifest, None, None)
+
+
+def publish_revision(
+    store: ModelStore,
+    manifest: Manifest,
+    ct2_dir: Path | None,
+    hf_dir: Path | None,
+    *,
+    check: Check | None = None,
+) -> Manifest:
+    """Publish `models/{engineId}/{revision}/` from `manifest` and the local folders (none: an
+    inference-only revision). Raises `RevisionExists`, writing nothing, when the folder holds
+    any object. Whatever stops the upload before the manifest is written (a store failure, or
+    `check` raising) removes the files uploaded so far before it propagates."""
+    if manifest.engine_id is None or manifest.revision is None or manifest.build_id is None:
+        raise ManifestError("a model revision's manifest names its engine, revision and build")
+    prefix = revision_prefix(manifest.engine_id, manifest.revision)
+    existing = store.list_keys(prefix)
+    if existing:
+        raise RevisionExists(
+            f"{prefix} already holds {len(existing)} object(s): a model revision is never "
+            "overwritten, so this build publishes nothing; start the build again"
+        )
+    try:
+        return publish_model_folder(store, prefix, ct2_dir, hf_dir, manifest, check=check)
+    except BaseException:
+        _remove_partial(store, manifest.engine_id, manifest.revision, manifest.build_id)
+        raise
+
+
+def _remove_partial(store: ModelStore, engine_id: str, revision: int, build_id: str) -> None:
+    extra = {"engine_id": engine_id, "build_id": build_id, "revision": revision}
+    try:
+        removed = remove_revision(store, engine_id, revision, build_id=build_id)
+    except Exception:
+        log.exception("could not remove a partly published revision; the API service removes it", extra=extra)
+        return
+    if removed:
+        log.info("partly published revision removed", extra={**extra, "objects": removed})
 
 
 HF_SUBFOLDER = TRAINING_CHECKPOINT
@@ -92,27 +176,43 @@ def publish_base_model(
 
 
 def publish_model_folder(
-    store: ModelStore, prefix: str, ct2_dir: Path, hf_dir: Path | None, manifest: Manifest
+    store: ModelStore,
+    prefix: str,
+    ct2_dir: Path | None,
+    hf_dir: Path | None,
+    manifest: Manifest,
+    *,
+    check: Check | None = None,
 ) -> Manifest:
-    """Like `publish_folder`, with `hf_dir`'s files added under `hf/`; the manifest goes last."""
-    if hf_dir is None:
-        return publish_folder(store, prefix, ct2_dir, manifest)
-    root = [f for f in describe_files(ct2_dir) if not f.path.startswith(f"{HF_SUBFOLDER}/")]
-    hf = describe_files(hf_dir)
-    files = [
-        *root,
-        *(ManifestFile(path=f"{HF_SUBFOLDER}/{f.path}", sha256=f.sha256, size=f.size) for f in hf),
-    ]
-    for entry in root:
-        store.upload_file(f"{prefix}/{entry.path}", ct2_dir / entry.path)
-    for entry in hf:
-        store.upload_file(f"{prefix}/{HF_SUBFOLDER}/{entry.path}", hf_dir / entry.path)
-    manifest = manifest.model_copy(update={"files": files, "max_positions": _max_positions(hf_dir)})
+    """Upload `ct2_dir`'s files and, with `hf_dir`, its files under `hf/` (in place of any
+    `ct2_dir/hf/`), then the manifest, last. With neither folder the manifest alone is written."""
+    uploads: list[tuple[ManifestFile, Path]] = []
+    if ct2_dir is not None:
+        uploads += [
+            (f, ct2_dir / f.path)
+            for f in describe_files(ct2_dir)
+            if hf_dir is None or not f.path.startswith(f"{HF_SUBFOLDER}/")
+        ]
+    if hf_dir is not None:
+        uploads += [
+            (ManifestFile(path=f"{HF_SUBFOLDER}/{f.path}", sha256=f.sha256, size=f.size), hf_dir / f.path)
+            for f in describe_files(hf_dir)
+        ]
+        manifest = manifest.model_copy(update={"max_positions": checkpoint_max_positions(hf_dir)})
+    if ct2_dir is not None or hf_dir is not None:
+        manifest = manifest.model_copy(update={"files": [entry for entry, _ in uploads]})
+    for entry, source in uploads:
+        if check is not None:
+            check()
+        store.upload_file(f"{prefix}/{entry.path}", source)
+    if check is not None:
+        check()
     store.write_bytes(f"{prefix}/{MANIFEST}", manifest.model_dump_json(indent=2).encode())
     return manifest
 
 
-def _max_positions(hf_dir: Path) -> int | None:
+def checkpoint_max_positions(hf_dir: Path) -> int | None:
+    """The Hugging Face checkpoint's position limit."""
     config = json.loads((hf_dir / "config.json").read_text())
     value = config.get("max_position_embeddings")
     return int(value) if value else None

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from serval_common.names import base_model_name_problem, check_base_model_name
+from serval_common.names import base_model_name_problem, check_base_model_name, check_id
 from serval_common.store import ModelStore, ObjectMissing, StoreError, StoreUnavailable, error_chain
 from serval_common.store.base import check_key, relative_path_problem
 
@@ -153,6 +153,35 @@ def publish_folder(store: ModelStore, prefix: str, folder: Path | None, manifest
             store.upload_file(f"{prefix}/{entry.path}", folder / entry.path)
     store.write_bytes(f"{prefix}/{MANIFEST}", manifest.model_dump_json(indent=2).encode())
     return manifest
+
+
+def revision_prefix(engine_id: str, revision: int) -> str:
+    return f"models/{check_id('engine', engine_id)}/{revision}"
+
+
+class ForeignRevision(ManifestError):
+    """A revision folder's manifest names another build: it is not the caller's to remove."""
+
+
+def remove_revision(store: ModelStore, engine_id: str, revision: int, *, build_id: str) -> int:
+    """Remove what build `build_id` wrote under `models/{engineId}/{revision}/` and return how
+    many objects there were. The manifest goes first, so no reader ever sees a manifest whose
+    files are going; a folder whose manifest names another build raises `ForeignRevision`."""
+    prefix = revision_prefix(engine_id, revision)
+    keys = store.list_keys(prefix)
+    if not keys:
+        return 0
+    manifest_key = f"{prefix}/{MANIFEST}"
+    if manifest_key in keys:
+        try:
+            owner = Manifest.model_validate_json(store.read_bytes(manifest_key)).build_id
+        except ValueError:
+            owner = None
+        if owner is not None and owner != build_id:
+            raise ForeignRevision(f"{prefix} was published by build {owner}, not {build_id}")
+        store.delete(manifest_key)
+    store.delete_prefix(prefix)
+    return len(keys)
 
 
 def read_manifest(store: ModelStore, prefix: str) -> Manifest:

@@ -214,3 +214,58 @@ def test_builds_corpus_entries_move_to_the_models_serialization_and_back(databas
         [{"parallelCorpusId": "pc1", "sourceFilters": [{"corpusId": "c1"}]}],
     )
     assert downgraded[1] == ("b2", [], None)
+
+
+def test_engines_next_model_revision_is_backfilled_past_every_revision_given(database_url: str) -> None:
+    """0006 starts each engine's counter past its builds' target revisions (a faulted build's
+    too: its partial folder may be in the store) and its current revision; down and up again
+    keeps every engine and build."""
+
+    async def check() -> tuple[dict[str, int], int, dict[str, int]]:
+        db = Database(database_url)
+        try:
+            async with db.engine.begin() as conn:
+                await conn.run_sync(lambda c: upgrade(c, "0005"))
+                for engine_id, model_revision in (("built", 2), ("unbuilt", 0), ("odd", 5)):
+                    await conn.execute(
+                        text(
+                            "INSERT INTO engines (id, owner, source_language, target_language, type,"
+                            " source_code, target_code, is_building, model_revision, confidence,"
+                            " corpus_size, date_created) VALUES (:id, 'me', 'en', 'sw', 'nmt', 'eng_Latn',"
+                            " 'swh_Latn', false, :rev, 0, 0, CURRENT_TIMESTAMP)"
+                        ),
+                        {"id": engine_id, "rev": model_revision},
+                    )
+                for build_id, engine_id, state, target in (
+                    ("b1", "built", "Completed", 1),
+                    ("b2", "built", "Completed", 2),
+                    ("b3", "built", "Faulted", 3),
+                    ("b4", "odd", "Canceled", 2),
+                ):
+                    await conn.execute(
+                        text(
+                            "INSERT INTO builds (id, engine_id, owner, revision, state, step,"
+                            " target_model_revision, date_created, restarts)"
+                            " VALUES (:id, :engine, 'me', 1, :state, 0, :target, CURRENT_TIMESTAMP, 0)"
+                        ),
+                        {"id": build_id, "engine": engine_id, "state": state, "target": target},
+                    )
+            await db.migrate()
+            query = text("SELECT id, next_model_revision FROM engines")
+            async with db.engine.connect() as conn:
+                upgraded = {r[0]: r[1] for r in (await conn.execute(query)).all()}
+            async with db.engine.begin() as conn:
+                await conn.run_sync(lambda c: downgrade(c, "0005"))
+            async with db.engine.connect() as conn:
+                kept = (await conn.execute(text("SELECT count(*) FROM builds"))).scalar_one()
+            await db.migrate()
+            async with db.engine.connect() as conn:
+                again = {r[0]: r[1] for r in (await conn.execute(query)).all()}
+            return upgraded, kept, again
+        finally:
+            await db.close()
+
+    upgraded, kept, again = asyncio.run(check())
+    assert upgraded == {"built": 4, "unbuilt": 1, "odd": 6}
+    assert kept == 4, "dropping the column keeps the engines' builds"
+    assert again == upgraded

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from serval_common.manifest import Manifest, ManifestError, fetch_folder, publish_folder, read_manifest
+from serval_common.manifest import (
+    ForeignRevision,
+    Manifest,
+    ManifestError,
+    fetch_folder,
+    publish_folder,
+    read_manifest,
+    remove_revision,
+)
 from serval_common.store import InvalidKey, ModelStore, StoreError, open_store
 
 
@@ -103,3 +111,22 @@ def test_serving_copy_leaves_out_the_training_checkpoint(store: ModelStore, tmp_
     _, training = fetch_folder(store, "base-models/x", tmp_path / "cache")
     assert not (serving / "hf").exists() and (serving / "model.bin").is_file()
     assert (training / "hf" / "model.safetensors").is_file() and training != serving
+
+
+def test_remove_revision_removes_a_builds_folder_and_spares_another_builds(
+    store: ModelStore, tmp_path: Path
+) -> None:
+    folder = model_folder(tmp_path)
+    publish_folder(store, "models/e1/1", folder, Manifest(kind="model-revision", build_id="b1"))
+    publish_folder(store, "models/e1/10", folder, Manifest(kind="model-revision", build_id="b10"))
+    store.upload_file("models/e1/2/model.bin", folder / "model.bin")
+
+    with pytest.raises(ForeignRevision, match="published by build b10"):
+        remove_revision(store, "e1", 10, build_id="b1")
+    assert len(store.list_keys("models/e1/10")) == 3, "another build's revision stays whole"
+
+    assert remove_revision(store, "e1", 1, build_id="b1") == 3
+    assert remove_revision(store, "e1", 2, build_id="b2") == 1, "a partial upload has no manifest"
+    assert remove_revision(store, "e1", 3, build_id="b3") == 0
+    assert store.list_keys("models/e1") == store.list_keys("models/e1/10")
+    store.delete("models/e1/10/nothing-here")

@@ -2,7 +2,8 @@
 
 A job the launcher can follow again (a ClearML task still running) is resumed. A local job died
 with the API service (see `serval_common.jobs.die_with_parent`), so its build is restarted with a new job
-token — Serval's Restarting → Pending — at most `MAX_RESTARTS` times, then faulted. Local builds
+token and a new revision number (whatever the dead job wrote under the old one is removed) —
+Serval's Restarting → Pending — at most `MAX_RESTARTS` times, then faulted. Local builds
 of other replicas (another `job_ref`) are theirs to recover and are left alone.
 """
 
@@ -14,7 +15,7 @@ import secrets
 from sqlalchemy import select
 
 from serval_api.db.models import Build, BuildState, Engine, utcnow
-from serval_api.service import builds, pretranslations
+from serval_api.service import builds, pretranslations, revisions
 from serval_api.service.context import Services
 from serval_api.service.keys import hash_secret
 
@@ -46,8 +47,10 @@ async def recover_builds(services: Services) -> None:
 async def _restart(services: Services, build_id: str) -> None:
     token = secrets.token_urlsafe(32)
     restarted: list[Build] = []
+    abandoned: list[int] = []
 
-    def restart(build: Build, _engine: Engine) -> None:
+    def restart(build: Build, engine: Engine) -> None:
+        abandoned.append(build.target_model_revision)
         build.restarts += 1
         if build.restarts > MAX_RESTARTS:
             build.state = BuildState.FAULTED.value
@@ -61,12 +64,14 @@ async def _restart(services: Services, build_id: str) -> None:
         build.message = "restarting: the API service restarted while the build job ran"
         build.step, build.progress, build.phases, build.queue_depth = 0, 0.0, None, None
         build.job_token_hash = hash_secret(token)
+        build.target_model_revision = revisions.take_revision(engine)
         restarted.append(build)
 
     build = await builds.apply_job_change(services, build_id, restart)
     if build is None:
         return
     await pretranslations.discard(services, build)
+    await revisions.discard(services, build.engine_id, abandoned[0], build.id)
     if not restarted:
         log.warning("build faulted after repeated restarts", extra={"build_id": build_id})
         return

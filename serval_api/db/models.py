@@ -101,6 +101,9 @@ class Engine(Base):
     is_model_persisted: Mapped[bool | None] = mapped_column(default=None)
     is_building: Mapped[bool] = mapped_column(default=False)
     model_revision: Mapped[int] = mapped_column(Integer, default=0)
+    next_model_revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    """The revision number the engine's next build publishes: taken and incremented at each build
+    start, so a revision a faulted or canceled build was given is never given again."""
     confidence: Mapped[float] = mapped_column(Float, default=0.0)
     corpus_size: Mapped[int] = mapped_column(Integer, default=0)
     date_created: Mapped[datetime] = mapped_column(default=utcnow)

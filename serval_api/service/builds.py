@@ -18,7 +18,7 @@ from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec, LaunchRefused
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, ServalError, Timeout, Unavailable
-from serval_api.service import build_corpora, corpus_export, limits, pretranslations
+from serval_api.service import build_corpora, corpus_export, limits, pretranslations, revisions
 from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
@@ -96,7 +96,7 @@ async def start_build(
                 train_on=build_corpora.dump(plan.train_on),
                 pretranslate=build_corpora.dump(plan.pretranslate),
                 options=options,
-                target_model_revision=engine.model_revision + 1,
+                target_model_revision=revisions.take_revision(engine),
                 job_token_hash=hash_secret(token),
                 date_created=now,
                 execution_data=plan.execution_data(engine),
@@ -260,6 +260,7 @@ async def cancel_current_build(services: Services, caller: Caller, engine_id: st
     log.info("build canceled by client", extra={"engine_id": engine_id, "build_id": build.id})
     await services.launcher.cancel(build.id)
     await pretranslations.discard(services, build)
+    await revisions.discard_unfinished(services, build)
     return build
 
 
@@ -313,7 +314,10 @@ async def _fault(services: Services, build_id: str, message: str) -> Build | Non
         build.message = message
         build.date_finished = utcnow()
 
-    return await apply_job_change(services, build_id, fault)
+    build = await apply_job_change(services, build_id, fault)
+    if build is not None:
+        await revisions.discard_unfinished(services, build)
+    return build
 
 
 async def _running_build(s: AsyncSession, engine_id: str, *, lock: bool = False) -> Build | None:

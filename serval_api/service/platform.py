@@ -11,7 +11,7 @@ from typing import Any
 
 from serval_api.db.models import Build, BuildState, Engine, utcnow
 from serval_api.errors import InvalidArgument, NotFound
-from serval_api.service import limits, pretranslations
+from serval_api.service import limits, pretranslations, revisions
 from serval_api.service.builds import apply_job_change
 from serval_api.service.context import Services
 from serval_common.jobs import CANCELED_EXIT_CODE
@@ -224,6 +224,7 @@ async def _report(
         )
         if not build.build_state.is_running:
             await pretranslations.build_finished(services, build)
+            await revisions.discard_unfinished(services, build)
     return build
 
 
@@ -263,4 +264,15 @@ async def job_exited(services: Services, build_id: str, exit_code: int, log_tail
         build.date_finished = utcnow()
 
     with contextlib.suppress(NotFound):
-        await _report(services, build_id, "build job exited", change, level=logging.WARNING)
+        if await _report(services, build_id, "build job exited", change, level=logging.WARNING) is None:
+            await _discard_after_exit(services, build_id)
+
+
+async def _discard_after_exit(services: Services, build_id: str) -> None:
+    """The job of a build already Faulted or Canceled may have written to its revision folder
+    after the build was marked (a cancel lands while the manifest is written); now that the job
+    is gone, nothing more can arrive."""
+    async with services.db.session() as s:
+        build = await s.get(Build, build_id)
+    if build is not None:
+        await revisions.discard_unfinished(services, build)

@@ -138,6 +138,10 @@ class ModelStore(ABC):
         """Every key under `prefix` (a folder), sorted."""
         return self._list_keys(check_key(prefix))
 
+    def delete(self, key: str) -> None:
+        """Remove one object; a missing object is not an error."""
+        self._delete(check_key(key))
+
     def delete_prefix(self, prefix: str) -> None:
         self._delete_prefix(check_key(prefix))
 
@@ -166,6 +170,9 @@ class ModelStore(ABC):
 
     @abstractmethod
     def _list_keys(self, prefix: str) -> list[str]: ...
+
+    @abstractmethod
+    def _delete(self, key: str) -> None: ...
 
     @abstractmethod
     def _delete_prefix(self, prefix: str) -> None: ...

@@ -72,5 +72,8 @@ class LocalStore(ModelStore):
             if p.is_file() and not p.name.startswith(".tmp-")
         )
 
+    def _delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
     def _delete_prefix(self, prefix: str) -> None:
         shutil.rmtree(self._path(prefix), ignore_errors=True)

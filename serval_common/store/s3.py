@@ -122,6 +122,12 @@ class S3Store(ModelStore):
         strip = len(self.prefix) + 1 if self.prefix else 0
         return sorted(key[strip:] for key in self._objects(prefix))
 
+    def _delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._fail("delete", key, exc) from exc
+
     def _delete_prefix(self, prefix: str) -> None:
         keys = self._objects(prefix)
         for start in range(0, len(keys), 1000):

@@ -1,5 +1,6 @@
-"""Build jobs as real child processes of a real API service: cancel mid-training over REST, the
-local queue and its depth, and an API service killed while a job trains."""
+"""Build jobs as real child processes of a real API service: cancel mid-training over REST (and the
+next build's new revision), the local queue and its depth, and an API service killed while a job
+trains."""
 
 from __future__ import annotations
 
@@ -112,6 +113,13 @@ def test_cancel_during_training_publishes_nothing(deployment: Deployment) -> Non
         rest.post(f"/translation/engines/{engine_id}/translate", json="In the beginning").status_code == 409
     )
 
+    again = rest.post(f"/translation/engines/{engine_id}/builds", json={"trainOn": []})
+    assert again.status_code == 201, again.text
+    done = wait_for_build(rest, engine_id, again.json(), 120)
+    assert done["state"] == "Completed", done
+    assert rest.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 2, "revision 1 is burned"
+    assert [p.name for p in (deployment.home / "store" / "models" / engine_id).iterdir()] == ["2"]
+
 
 @contextmanager
 def api_service(home: Path, database_url: str, env: dict[str, str]) -> Iterator[tuple[httpx.Client, Any]]:
@@ -198,5 +206,7 @@ def test_killed_api_service_restarts_the_build_it_was_running(
         assert restarted["revision"] > build["revision"]
         done = wait_for_build(rest, engine_id, restarted, 300)
         assert done["state"] == "Completed", done
-        assert rest.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 1
-        assert (tmp_path / "store" / "models" / engine_id / "1" / "manifest.json").is_file()
+        # The interrupted attempt's revision is burned: the restarted job publishes the next one.
+        assert rest.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 2
+        assert (tmp_path / "store" / "models" / engine_id / "2" / "manifest.json").is_file()
+        assert not (tmp_path / "store" / "models" / engine_id / "1").exists()
