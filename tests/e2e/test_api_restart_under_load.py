@@ -5,7 +5,7 @@ Clients retry as a real client would (`ClientRetryPolicy`: a refused or dropped 
 503 are retried with backoff within a per-request budget). Nothing is lost: every request is
 answered, the inference node redials the new API process within seconds, and the build the
 killed process was running (its job died with it) is restarted, completes with a new model
-revision, and that revision serves.
+revision (a number the killed job never used), and that revision serves.
 
 Round 1 keeps the service down until the node has failed to redial a few times (a restart that
 takes a few seconds); round 2 kills it again and restarts it at once: the node's first redial
@@ -213,16 +213,17 @@ def test_api_service_killed_under_load_loses_no_request_and_its_build_completes(
         assert restarted["revision"] > build["revision"], "the restarted service took the build up again"
         done = wait_for_build(rest, engine_id, restarted, 240)
         assert done["state"] == "Completed", done
-        assert rest.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 2
+        # Revision 2 went to the killed job; the restarted build is given a new number, 3.
+        assert rest.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 3
         swap_s = wait_until(
-            lambda: rest.post(url, json=VERSE).headers.get("X-Model-Revision") == "2",
+            lambda: rest.post(url, json=VERSE).headers.get("X-Model-Revision") == "3",
             60,
             "the build's new revision never served",
             interval_s=0.2,
         )
         print(
             f"\nrestart under load (SIGKILL, build training): {tally.summary()}; {restart.summary()}; "
-            f"build completed as revision 2 ({done['message']}), serving {swap_s:.1f} s after"
+            f"build completed as revision 3 ({done['message']}), serving {swap_s:.1f} s after"
         )
         assert (tally.sent, tally.answered, tally.failed) == (REQUESTS, REQUESTS, 0), tally.failures[:3]
         assert restart.node_back_s < NODE_BACK_WITHIN_S
@@ -231,7 +232,7 @@ def test_api_service_killed_under_load_loses_no_request_and_its_build_completes(
         tally2, restart2 = run_round("api-3.log", lambda events: len(events) >= 1)
         print(f"restart under load (SIGKILL, second time): {tally2.summary()}; {restart2.summary()}")
         assert (tally2.sent, tally2.answered, tally2.failed) == (REQUESTS, REQUESTS, 0), tally2.failures[:3]
-        assert rest.post(url, json=VERSE).headers.get("X-Model-Revision") == "2"
+        assert rest.post(url, json=VERSE).headers.get("X-Model-Revision") == "3"
         assert restart2.node_back_s < NODE_BACK_WITHIN_S
         assert restart2.first_redial_s < FIRST_REDIAL_WITHIN_S, (
             "the node's redial backoff did not start afresh after its last session was established"
