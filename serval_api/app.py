@@ -36,6 +36,7 @@ from serval_api.routing.registry import NodeRegistry
 from serval_api.service import Services, platform
 from serval_api.service.context import LONG_POLL_MAX_S
 from serval_api.service.keys import verify_node_token
+from serval_api.service.store_sweep import sweep_forever
 from serval_api.webhooks.delivery import DeliveryWorker
 from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES
 from serval_common.settings import Settings
@@ -168,6 +169,12 @@ class ApiService:
             )
         )
         await recover_builds(services)
+        if settings.api.store_sweep_interval_s > 0:
+            self._watchers.append(
+                asyncio.create_task(
+                    sweep_forever(services, settings.api.store_sweep_interval_s), name="store-sweep"
+                )
+            )
 
         config = uvicorn.Config(
             create_app(services, self.metrics),

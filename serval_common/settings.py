@@ -55,6 +55,11 @@ class ApiSettings(BaseModel):
     failed_load_retry_s: float = Field(
         default=60.0, description="How long after a node failed to load a model revision it is asked again."
     )
+    store_sweep_interval_s: float = Field(
+        default=3600.0,
+        description="How often the model store is swept of revision and build folders that no build owns "
+        "any more (left by a process that died mid-cleanup, or a store down at the time); 0 = never.",
+    )
     node_token_check_s: float = Field(
         default=0.5, description="How often connected nodes' tokens are checked for revocation."
     )
