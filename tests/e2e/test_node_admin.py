@@ -19,7 +19,7 @@ from tests.api.conftest import RunningApi, create_engine
 from tests.e2e.test_hot_swap import publish_and_complete
 from tests.e2e.test_node_failover import start_node
 from tests.e2e.test_translate_path import VERSE
-from tests.helpers import Load
+from tests.helpers import Load, wait_until
 
 CLIENTS = 3
 REQUESTS = 150
@@ -52,6 +52,14 @@ def test_draining_the_serving_node_under_load_fails_no_request(
         health = processes.RestClient(api.rest_url, api.api_key())
         for node in nodes.values():
             health.wait_for_node(node)
+        # The health check counts any connected node: wait until both are.
+        wait_until(
+            lambda: (
+                {n["id"] for n in admin.get("/admin/nodes").json() if n["status"] == "serving"} >= set(nodes)
+            ),
+            60,
+            "both nodes connected",
+        )
         url = f"/translation/engines/{engine_id}/translate"
         location = f"models/{engine_id}/1"
         assert client.post(url, json=VERSE, timeout=60).status_code == 200
