@@ -22,6 +22,9 @@ T = TypeVar("T")
 
 MAX_SEGMENT_CHARS = 200
 LONG_POLL_MAX_S = 1.0
+RUN_TIMEOUT_S = 90
+"""How long a test waits for the service's event loop; generous, since both passes of `make test`
+and their node and job processes share two cores."""
 
 
 class RecordingLauncher(JobLauncher):
@@ -58,7 +61,7 @@ class RunningApi:
         self.channel = grpc.insecure_channel(self.grpc_target)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=RUN_TIMEOUT_S)
 
     def api_key(self, owner: str = "owner-a", scopes: tuple[str, ...] = ALL_ENGINE_SCOPES) -> str:
         assert self.service.services is not None
