@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[api,node,jobs,clearml,dev,bench]'
+	$(BIN)/python -m pip install -q -e '.[api,node,jobs,smt,clearml,dev,bench]'
 	touch $@
 
 demo: $(VENV)/.installed

@@ -24,8 +24,17 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 class EngineType(StrEnum):
+    """Serval's engine types. `nmt`, `echo` and `smt-transfer` are translation engines
+    (`/translation/engines`); `statistical` is a word-alignment engine (`/word-alignment/engines`)."""
+
     NMT = "nmt"
     ECHO = "echo"
+    SMT_TRANSFER = "smt-transfer"
+    STATISTICAL = "statistical"
+
+    @property
+    def is_word_alignment(self) -> bool:
+        return self is EngineType.STATISTICAL
 
 
 class BuildState(StrEnum):
@@ -156,6 +165,9 @@ class Build(Base):
     analysis: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     """One entry per parallel corpus: `{parallelCorpusRef, sourceQuoteConvention,
     targetQuoteConvention, canDenormalizeQuotes}` as the build job reported it."""
+    train_segments_through: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The highest `TrainSegment.id` the build's training data included (None: none): a node
+    loading the build's revision replays the engine's train segments above it."""
 
     @property
     def build_state(self) -> BuildState:
@@ -235,7 +247,11 @@ class ParallelCorpus(Base):
 
 class TrainSegment(Base):
     """A human translation sent with train-segment: it answers an exact (normalized) match of its
-    source at once and joins the engine's next build as training data."""
+    source at once (or, for a family that learns segments, is learned by every node serving the
+    engine) and joins the engine's next build as training data.
+
+    `id` increases with every pair stored: a pair trained again with another target is stored as
+    a new row (the old one removed), so `id` orders the replay and a node applies each id once."""
 
     __tablename__ = "train_segments"
     __table_args__ = (UniqueConstraint("engine_id", "source_key", name="one_train_segment_per_source"),)
@@ -329,3 +345,24 @@ class WebhookDelivery(Base):
     last_error: Mapped[str | None] = mapped_column(String(500), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class WordAlignment(Base):
+    """One aligned sentence pair a word-alignment build streamed back (InsertWordAlignments). Rows
+    belong to the build's model revision; clients see those of the engine's current `modelRevision`.
+    `alignment` holds `[sourceIndex, targetIndex, score]` triples."""
+
+    __tablename__ = "word_alignments"
+    __table_args__ = (Index("word_alignments_lookup", "engine_id", "model_revision", "corpus_id", "text_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    engine_id: Mapped[str] = mapped_column(ForeignKey("engines.id", ondelete="CASCADE"))
+    build_id: Mapped[str] = mapped_column(ForeignKey("builds.id", ondelete="CASCADE"), index=True)
+    model_revision: Mapped[int] = mapped_column(Integer)
+    corpus_id: Mapped[str] = mapped_column(String(64))
+    text_id: Mapped[str] = mapped_column(String(200))
+    source_refs: Mapped[list[Any]] = mapped_column(JSON)
+    target_refs: Mapped[list[Any]] = mapped_column(JSON)
+    source_tokens: Mapped[list[Any]] = mapped_column(JSON)
+    target_tokens: Mapped[list[Any]] = mapped_column(JSON)
+    alignment: Mapped[list[Any]] = mapped_column(JSON)

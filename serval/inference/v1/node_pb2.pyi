@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from serval.translation.v1 import engine_pb2 as _engine_pb2
+from serval.word_alignment.v1 import engine_pb2 as _engine_pb2_1
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -15,6 +16,13 @@ class ProtocolVersion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROTOCOL_VERSION_UNSPECIFIED: _ClassVar[ProtocolVersion]
     PROTOCOL_VERSION_1: _ClassVar[ProtocolVersion]
+
+class EngineFamily(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENGINE_FAMILY_UNSPECIFIED: _ClassVar[EngineFamily]
+    ENGINE_FAMILY_NMT: _ClassVar[EngineFamily]
+    ENGINE_FAMILY_SMT_TRANSFER: _ClassVar[EngineFamily]
+    ENGINE_FAMILY_STATISTICAL: _ClassVar[EngineFamily]
 
 class ModelState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -33,6 +41,7 @@ class WorkErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WORK_ERROR_CODE_OVERLOADED: _ClassVar[WorkErrorCode]
     WORK_ERROR_CODE_CANCELED: _ClassVar[WorkErrorCode]
     WORK_ERROR_CODE_INTERNAL: _ClassVar[WorkErrorCode]
+    WORK_ERROR_CODE_UNIMPLEMENTED: _ClassVar[WorkErrorCode]
 
 class RejectionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -42,6 +51,10 @@ class RejectionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REJECTION_REASON_BAD_HELLO: _ClassVar[RejectionReason]
 PROTOCOL_VERSION_UNSPECIFIED: ProtocolVersion
 PROTOCOL_VERSION_1: ProtocolVersion
+ENGINE_FAMILY_UNSPECIFIED: EngineFamily
+ENGINE_FAMILY_NMT: EngineFamily
+ENGINE_FAMILY_SMT_TRANSFER: EngineFamily
+ENGINE_FAMILY_STATISTICAL: EngineFamily
 MODEL_STATE_UNSPECIFIED: ModelState
 MODEL_STATE_LOADING: ModelState
 MODEL_STATE_READY: ModelState
@@ -54,6 +67,7 @@ WORK_ERROR_CODE_DEADLINE_EXCEEDED: WorkErrorCode
 WORK_ERROR_CODE_OVERLOADED: WorkErrorCode
 WORK_ERROR_CODE_CANCELED: WorkErrorCode
 WORK_ERROR_CODE_INTERNAL: WorkErrorCode
+WORK_ERROR_CODE_UNIMPLEMENTED: WorkErrorCode
 REJECTION_REASON_UNSPECIFIED: RejectionReason
 REJECTION_REASON_BAD_TOKEN: RejectionReason
 REJECTION_REASON_INCOMPATIBLE_PROTOCOL: RejectionReason
@@ -74,7 +88,7 @@ class NodeMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[WorkResult, _Mapping]] = ..., model_status: _Optional[_Union[ModelStatus, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("protocol_version", "node_id", "device", "free_slots", "models", "software_version", "slots")
+    __slots__ = ("protocol_version", "node_id", "device", "free_slots", "models", "software_version", "slots", "families")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +96,7 @@ class Hello(_message.Message):
     MODELS_FIELD_NUMBER: _ClassVar[int]
     SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    FAMILIES_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     node_id: str
     device: DeviceInfo
@@ -89,7 +104,8 @@ class Hello(_message.Message):
     models: _containers.RepeatedCompositeFieldContainer[ModelStatus]
     software_version: str
     slots: int
-    def __init__(self, protocol_version: _Optional[int] = ..., node_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., free_slots: _Optional[int] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ..., software_version: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
+    families: _containers.RepeatedScalarFieldContainer[EngineFamily]
+    def __init__(self, protocol_version: _Optional[int] = ..., node_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., free_slots: _Optional[int] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ..., software_version: _Optional[str] = ..., slots: _Optional[int] = ..., families: _Optional[_Iterable[_Union[EngineFamily, str]]] = ...) -> None: ...
 
 class DeviceInfo(_message.Message):
     __slots__ = ("kind", "index", "name", "compute_type", "memory_total_bytes", "memory_free_bytes")
@@ -146,16 +162,20 @@ class ModelStatus(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., message: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class WorkResult(_message.Message):
-    __slots__ = ("request_id", "translate", "word_graph", "error")
+    __slots__ = ("request_id", "translate", "word_graph", "train_segment", "alignment", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSLATE_FIELD_NUMBER: _ClassVar[int]
     WORD_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    TRAIN_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     translate: TranslateOutput
     word_graph: _engine_pb2.WordGraph
+    train_segment: TrainSegmentOutput
+    alignment: _engine_pb2_1.WordAlignmentResult
     error: WorkError
-    def __init__(self, request_id: _Optional[str] = ..., translate: _Optional[_Union[TranslateOutput, _Mapping]] = ..., word_graph: _Optional[_Union[_engine_pb2.WordGraph, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., translate: _Optional[_Union[TranslateOutput, _Mapping]] = ..., word_graph: _Optional[_Union[_engine_pb2.WordGraph, _Mapping]] = ..., train_segment: _Optional[_Union[TrainSegmentOutput, _Mapping]] = ..., alignment: _Optional[_Union[_engine_pb2_1.WordAlignmentResult, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
 
 class TranslateOutput(_message.Message):
     __slots__ = ("results",)
@@ -220,18 +240,22 @@ class Rejection(_message.Message):
     def __init__(self, reason: _Optional[_Union[RejectionReason, str]] = ..., message: _Optional[str] = ..., supported_protocol_versions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("request_id", "deadline", "model", "translate", "word_graph")
+    __slots__ = ("request_id", "deadline", "model", "translate", "word_graph", "train_segment", "align")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TRANSLATE_FIELD_NUMBER: _ClassVar[int]
     WORD_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    TRAIN_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    ALIGN_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     deadline: _timestamp_pb2.Timestamp
     model: ModelRef
     translate: TranslateOp
     word_graph: WordGraphOp
-    def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ..., word_graph: _Optional[_Union[WordGraphOp, _Mapping]] = ...) -> None: ...
+    train_segment: TrainSegmentOp
+    align: AlignOp
+    def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ..., word_graph: _Optional[_Union[WordGraphOp, _Mapping]] = ..., train_segment: _Optional[_Union[TrainSegmentOp, _Mapping]] = ..., align: _Optional[_Union[AlignOp, _Mapping]] = ...) -> None: ...
 
 class TranslateOp(_message.Message):
     __slots__ = ("segment", "n", "source_language", "target_language", "target_prefix")
@@ -256,6 +280,44 @@ class WordGraphOp(_message.Message):
     source_language: str
     target_language: str
     def __init__(self, segment: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
+
+class TrainSegmentOp(_message.Message):
+    __slots__ = ("source_segment", "target_segment", "sentence_start", "seq")
+    SOURCE_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    SENTENCE_START_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    source_segment: str
+    target_segment: str
+    sentence_start: bool
+    seq: int
+    def __init__(self, source_segment: _Optional[str] = ..., target_segment: _Optional[str] = ..., sentence_start: _Optional[bool] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class TrainSegmentOutput(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+
+class AlignOp(_message.Message):
+    __slots__ = ("source_segment", "target_segment")
+    SOURCE_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    source_segment: str
+    target_segment: str
+    def __init__(self, source_segment: _Optional[str] = ..., target_segment: _Optional[str] = ...) -> None: ...
+
+class GetTrainSegmentsRequest(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: ModelRef
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ...) -> None: ...
+
+class GetTrainSegmentsResponse(_message.Message):
+    __slots__ = ("segments",)
+    SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    segments: _containers.RepeatedCompositeFieldContainer[TrainSegmentOp]
+    def __init__(self, segments: _Optional[_Iterable[_Union[TrainSegmentOp, _Mapping]]] = ...) -> None: ...
 
 class LoadModel(_message.Message):
     __slots__ = ("model",)

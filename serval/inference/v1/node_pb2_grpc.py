@@ -47,6 +47,11 @@ class InferenceNodeApiStub:
                 request_serializer=serval_dot_inference_dot_v1_dot_node__pb2.NodeMessage.SerializeToString,
                 response_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.ApiMessage.FromString,
                 _registered_method=True)
+        self.GetTrainSegments = channel.unary_unary(
+                '/serval.inference.v1.InferenceNodeApi/GetTrainSegments',
+                request_serializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.SerializeToString,
+                response_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsResponse.FromString,
+                _registered_method=True)
 
 
 class InferenceNodeApiServicer:
@@ -66,6 +71,15 @@ class InferenceNodeApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTrainSegments(self, request, context):
+        """The segments trained (train-segment) into an engine since the build that made `model`, oldest
+        first: a node loading a model whose family learns segments replays them before it reports the
+        model READY, so every node and every restart serves the same learned model. Same token as Connect.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InferenceNodeApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +87,11 @@ def add_InferenceNodeApiServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.NodeMessage.FromString,
                     response_serializer=serval_dot_inference_dot_v1_dot_node__pb2.ApiMessage.SerializeToString,
+            ),
+            'GetTrainSegments': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTrainSegments,
+                    request_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.FromString,
+                    response_serializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -110,6 +129,33 @@ class InferenceNodeApi:
             '/serval.inference.v1.InferenceNodeApi/Connect',
             serval_dot_inference_dot_v1_dot_node__pb2.NodeMessage.SerializeToString,
             serval_dot_inference_dot_v1_dot_node__pb2.ApiMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrainSegments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.inference.v1.InferenceNodeApi/GetTrainSegments',
+            serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.SerializeToString,
+            serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
