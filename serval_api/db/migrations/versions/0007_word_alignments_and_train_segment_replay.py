@@ -40,7 +40,6 @@ def upgrade() -> None:
     op.add_column("builds", sa.Column("train_segments_through", sa.Integer(), nullable=True))
 
 
-
 def downgrade() -> None:
     op.drop_column("builds", "train_segments_through")
 
