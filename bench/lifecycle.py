@@ -16,7 +16,7 @@ import boto3
 from bench.clients import RestClient
 from bench.system import System
 from bench.workload import Workload
-from inference_gpu.engine import LoadedModel
+from inference_gpu.families.nmt import NmtModel
 from serval_cli.processes import free_port
 from serval_common.manifest import TRAINING_CHECKPOINT, fetch_folder, publish_folder
 from serval_common.settings import Settings, StoreSettings
@@ -150,7 +150,7 @@ def cold_load_from_s3(workload: Workload, source: ModelStore, prefix: str, tmp: 
         started = time.perf_counter()
         manifest, local = fetch_folder(s3, prefix, tmp / "s3-cold", with_checkpoint=False)
         fetched = time.perf_counter()
-        model = LoadedModel.load(local, manifest, workload.node)
+        model = NmtModel.load(local, manifest, workload.node)
         loaded = time.perf_counter()
         size = model_bytes(local)
         model.backend.unload()

@@ -31,6 +31,9 @@ def run(
     store_url: Annotated[str | None, typer.Option(help="model store URL (default: settings)")] = None,
     train: Annotated[bool, typer.Option(help="fine-tune; --no-train publishes the base model")] = True,
     options: Annotated[str, typer.Option(help="build options as a JSON object")] = "{}",
+    engine_type: Annotated[
+        str, typer.Option(help="the engine's family: nmt, smt-transfer or statistical")
+    ] = "nmt",
     job_token: Annotated[
         str | None, typer.Option(envvar="SERVAL_JOB_TOKEN", help="this build's job token")
     ] = None,
@@ -67,5 +70,6 @@ def run(
         store_url=store_url or settings.resolved_store_url,
         api_address=api_address,
         job_token=token,
+        engine_type=engine_type,
     )
     raise typer.Exit(run_job(args, settings))

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from inference_gpu.engine import LoadedModel
+from inference_gpu.families import ServedModel, model_class
 from inference_gpu.metrics import NodeMetrics
 from serval.inference.v1 import node_pb2
 from serval_common.manifest import ChecksumMismatch, Manifest, fetch_folder, store_unavailable
@@ -86,8 +86,8 @@ class ModelManager:
         self.store = store
         self.metrics = metrics
         self._secrets = secret_values(settings)
-        self._models: dict[str, LoadedModel] = {}
-        self._loading: dict[str, asyncio.Task[LoadedModel]] = {}
+        self._models: dict[str, ServedModel] = {}
+        self._loading: dict[str, asyncio.Task[ServedModel]] = {}
         self._stops: dict[str, asyncio.Event] = {}
         """Location → set to abandon that load's retries (unload, close)."""
         self._failed: set[str] = set()
@@ -116,7 +116,7 @@ class ModelManager:
 
     def is_idle(self, location: str) -> bool:
         model = self._models.get(location)
-        return not self._holds[location] and (model is None or model.batcher.pending == 0)
+        return not self._holds[location] and (model is None or model.pending == 0)
 
     def statuses(self) -> list[node_pb2.ModelStatus]:
         return [
@@ -126,7 +126,7 @@ class ModelManager:
             for loc, m in self._models.items()
         ]
 
-    async def get(self, ref: node_pb2.ModelRef) -> LoadedModel:
+    async def get(self, ref: node_pb2.ModelRef) -> ServedModel:
         self._last_used[ref.location] = time.monotonic()
         model = self._models.get(ref.location)
         if self.metrics is not None:
@@ -141,7 +141,7 @@ class ModelManager:
             self._loading[location] = task
             self._stops[location] = stop
 
-            def forget(done: asyncio.Task[LoadedModel]) -> None:
+            def forget(done: asyncio.Task[ServedModel]) -> None:
                 if self._loading.get(location) is done:
                     del self._loading[location]
                     self._stops.pop(location, None)
@@ -149,7 +149,7 @@ class ModelManager:
             task.add_done_callback(forget)
         return await asyncio.shield(task)
 
-    async def _load(self, ref: node_pb2.ModelRef, stop: asyncio.Event) -> LoadedModel:
+    async def _load(self, ref: node_pb2.ModelRef, stop: asyncio.Event) -> ServedModel:
         self._refs[ref.location] = ref
         self._failed.discard(ref.location)
         self._announce(ref, node_pb2.MODEL_STATE_LOADING)
@@ -170,7 +170,9 @@ class ModelManager:
             size = await asyncio.to_thread(_folder_size, folder)
             await self._make_room(ref.location, size)
             self._sizes[ref.location] = size
-            model = await asyncio.to_thread(LoadedModel.load, folder, manifest, self.settings.node)
+            model = await asyncio.to_thread(
+                model_class(manifest.backend).load, folder, manifest, self.settings.node
+            )
         except LoadAbandoned:
             self._sizes.pop(ref.location, None)
             self._folders.pop(ref.location, None)
@@ -191,7 +193,7 @@ class ModelManager:
         self._models[ref.location] = model
         load_s = time.perf_counter() - started
         if self.metrics is not None:
-            model.batcher.on_result = self.metrics.observe_batch
+            model.observe_with(self.metrics)
             self.metrics.load_time.observe(load_s)
             self.metrics.revisions_loaded.set(len(self._models))
         log.info(

@@ -23,7 +23,7 @@ import uuid
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from inference_gpu.engine import InputTooLong
+from inference_gpu.families import InputTooLong, ServedModel, Unsupported, available_families
 from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2, node_pb2_grpc
@@ -55,6 +55,7 @@ class InferenceNode:
         self.device_kind = device.kind
         self.metrics = NodeMetrics(device_kind=device.kind, device_index=device.index)
         self.models = ModelManager(settings, store, self.metrics)
+        self.families = available_families(settings.node.families)
         self.draining = False
         self.shutting_down = False
         self.in_flight: dict[str, asyncio.Task[None]] = {}
@@ -174,16 +175,9 @@ class InferenceNode:
             )
         try:
             model = await self.models.get(item.model)
-            if item.WhichOneof("operation") == "word_graph":
-                graph_op = item.word_graph
-                graph = await model.word_graph(
-                    graph_op.segment, graph_op.source_language, graph_op.target_language
-                )
-                return node_pb2.WorkResult(request_id=item.request_id, word_graph=graph)
-            op = item.translate
-            results = await model.translate(
-                op.segment, max(1, op.n), op.source_language, op.target_language, op.target_prefix
-            )
+            return await _run_operation(model, item)
+        except Unsupported as exc:
+            return _error(item, node_pb2.WORK_ERROR_CODE_UNIMPLEMENTED, str(exc))
         except (InputTooLong, ValueError) as exc:
             return _error(item, node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT, self._shown(exc))
         except (ManifestError, StoreError) as exc:
@@ -192,9 +186,6 @@ class InferenceNode:
         except Exception as exc:
             message = error_reference("the inference node failed", exc, log, extra)
             return _error(item, node_pb2.WORK_ERROR_CODE_INTERNAL, message)
-        return node_pb2.WorkResult(
-            request_id=item.request_id, translate=node_pb2.TranslateOutput(results=results)
-        )
 
     def _shown(self, exc: Exception) -> str:
         """A failure as the API service (and maybe its client) reads it: no store URL, path or
@@ -295,6 +286,7 @@ class ApiLink:
                 models=node.models.statuses(),
                 software_version=VERSION,
                 slots=node.settings.node.slots,
+                families=[FAMILY_ENUM[name] for name in node.families],
             )
             await call.write(node_pb2.NodeMessage(hello=hello))
             first = await call.read()
@@ -391,6 +383,49 @@ def resolve_addresses(addresses: list[str]) -> list[str]:
             if one not in resolved:
                 resolved.append(one)
     return resolved
+
+
+FAMILY_ENUM = {
+    "nmt": node_pb2.ENGINE_FAMILY_NMT,
+    "smt-transfer": node_pb2.ENGINE_FAMILY_SMT_TRANSFER,
+    "statistical": node_pb2.ENGINE_FAMILY_STATISTICAL,
+}
+
+
+async def _run_operation(model: ServedModel, item: node_pb2.WorkItem) -> node_pb2.WorkResult:
+    """One work item's operation on its model; what the model's family lacks raises `Unsupported`."""
+    request_id = item.request_id
+    match item.WhichOneof("operation"):
+        case "word_graph":
+            op = item.word_graph
+            graph = await model.word_graph(op.segment, op.source_language, op.target_language)
+            return node_pb2.WorkResult(request_id=request_id, word_graph=graph)
+        case "train_segment":
+            train = item.train_segment
+            await model.train_segment(
+                train.source_segment, train.target_segment, train.sentence_start, train.seq
+            )
+            return node_pb2.WorkResult(
+                request_id=request_id, train_segment=node_pb2.TrainSegmentOutput(seq=train.seq)
+            )
+        case "align":
+            pair = item.align
+            alignment = await model.align(pair.source_segment, pair.target_segment)
+            return node_pb2.WorkResult(request_id=request_id, alignment=alignment)
+        case "translate":
+            translate = item.translate
+            results = await model.translate(
+                translate.segment,
+                max(1, translate.n),
+                translate.source_language,
+                translate.target_language,
+                translate.target_prefix,
+            )
+            return node_pb2.WorkResult(
+                request_id=request_id, translate=node_pb2.TranslateOutput(results=results)
+            )
+        case other:
+            raise ValueError(f"unknown operation {other!r}")
 
 
 def _error(item: node_pb2.WorkItem, code: int, message: str) -> node_pb2.WorkResult:

@@ -6,7 +6,7 @@ parses them again, so both sides agree on one definition."""
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -20,8 +20,33 @@ class BuildOptionsError(ValueError):
     pass
 
 
-class BuildOptions(BaseModel):
+class JobOptions(BaseModel):
+    """What every family's build options share; each family adds its own (`options_class`)."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    clearml_queue: str | None = Field(
+        default=None, alias="clearmlQueue", description="ClearML queue for this build's job"
+    )
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        """Parse the JSON text; a `BuildOptionsError` says what is wrong in words a client can use."""
+        try:
+            raw = json.loads(text or "{}")
+        except json.JSONDecodeError as exc:
+            raise BuildOptionsError(f"build options are not valid JSON: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise BuildOptionsError("build options must be a JSON object")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise BuildOptionsError(f"invalid build options: {problems}") from exc
+
+
+class BuildOptions(JobOptions):
+    """The options of `nmt` (and `echo`) builds."""
 
     base_model: str | None = Field(
         default=None,
@@ -69,9 +94,6 @@ class BuildOptions(BaseModel):
     pretranslate_batch_size: int = Field(
         default=64, alias="pretranslateBatchSize", ge=1, le=4096, description="segments per CTranslate2 call"
     )
-    clearml_queue: str | None = Field(
-        default=None, alias="clearmlQueue", description="ClearML queue for this build's job"
-    )
     seed: int = 0
 
     @field_validator("base_model")
@@ -82,17 +104,15 @@ class BuildOptions(BaseModel):
             raise ValueError(problem)
         return value
 
-    @classmethod
-    def parse(cls, text: str) -> BuildOptions:
-        """Parse the JSON text; a `BuildOptionsError` says what is wrong in words a client can use."""
-        try:
-            raw = json.loads(text or "{}")
-        except json.JSONDecodeError as exc:
-            raise BuildOptionsError(f"build options are not valid JSON: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise BuildOptionsError("build options must be a JSON object")
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise BuildOptionsError(f"invalid build options: {problems}") from exc
+
+def options_class(engine_type: str) -> type[JobOptions]:
+    """The build options of an engine type (`nmt`, `echo`, `smt-transfer`, `statistical`)."""
+    if engine_type == "smt-transfer":
+        from serval_common.smt_build_options import SmtBuildOptions
+
+        return SmtBuildOptions
+    if engine_type == "statistical":
+        from serval_common.alignment_build_options import AlignmentBuildOptions
+
+        return AlignmentBuildOptions
+    return BuildOptions

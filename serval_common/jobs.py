@@ -32,6 +32,8 @@ class JobSpec:
     store_url: str
     api_address: str
     job_token: str
+    engine_type: str = "nmt"
+    """The engine's family (`nmt`, `smt-transfer`, `statistical`): which job runs."""
 
     def command_args(self) -> list[str]:
         """Arguments of `python -m build_jobs run`."""
@@ -46,6 +48,7 @@ class JobSpec:
             "--options", self.options_json,
             "--store-url", self.store_url,
             "--api-address", self.api_address,
+            "--engine-type", self.engine_type,
         ]  # fmt: skip
 
     def environment(self) -> dict[str, str]:

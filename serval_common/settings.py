@@ -110,6 +110,11 @@ class NodeSettings(BaseModel):
     intra_threads: int = 1
     inter_threads: int = 1
     slots: int = 64
+    families: list[str] = Field(
+        default_factory=list,
+        description="engine families this node serves (nmt, smt-transfer, statistical); empty: every "
+        "family whose packages are installed",
+    )
     cache_dir: Path | None = None
     max_batch_size: int = 32
     max_batch_wait_ms: float = Field(

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from inference_gpu.backends.ctranslate2 import to_hypothesis
-from inference_gpu.engine import InputTooLong, LoadedModel
+from inference_gpu.families.base import InputTooLong
+from inference_gpu.families.nmt import NmtModel
 from inference_gpu.nllb import normalize_punctuation, split_words
 from inference_gpu.results import build_result
 from serval.translation.v1 import engine_pb2
@@ -28,8 +29,8 @@ SETTINGS = NodeSettings(
 
 
 @pytest.fixture(scope="module")
-def model(tiny_ct2_model: Path) -> Iterator[LoadedModel]:
-    loaded = LoadedModel.load(tiny_ct2_model, Manifest(kind="base-model"), SETTINGS)
+def model(tiny_ct2_model: Path) -> Iterator[NmtModel]:
+    loaded = NmtModel.load(tiny_ct2_model, Manifest(kind="base-model"), SETTINGS)
     yield loaded
     asyncio.run(loaded.close())
 
@@ -55,7 +56,7 @@ def _check(result: engine_pb2.TranslationResult, segment: str) -> None:
 
 @pytest.mark.parametrize("segment", SEGMENTS)
 def test_translate_gives_the_hypothesis_of_ctranslate2(
-    model: LoadedModel, translator: ctranslate2.Translator, segment: str
+    model: NmtModel, translator: ctranslate2.Translator, segment: str
 ) -> None:
     (result,) = asyncio.run(model.translate(segment, 1, "eng_Latn", "swh_Latn"))
     source = model.tokenizer.encode(segment, "eng_Latn")
@@ -74,7 +75,7 @@ def test_translate_gives_the_hypothesis_of_ctranslate2(
     _check(result, segment)
 
 
-def test_score_is_the_length_normalized_sum_of_token_log_probs(model: LoadedModel) -> None:
+def test_score_is_the_length_normalized_sum_of_token_log_probs(model: NmtModel) -> None:
     _, hypotheses = asyncio.run(model.hypotheses(SEGMENTS[0], 4, "eng_Latn", "swh_Latn"))
     for h in hypotheses:
         steps = 1 + len(h.tokens) + (h.eos_log_prob is not None)
@@ -82,7 +83,7 @@ def test_score_is_the_length_normalized_sum_of_token_log_probs(model: LoadedMode
         assert h.score == pytest.approx(total / steps, abs=1e-3)
 
 
-def test_n_best_results_are_distinct_and_ordered_by_score(model: LoadedModel) -> None:
+def test_n_best_results_are_distinct_and_ordered_by_score(model: NmtModel) -> None:
     segment = SEGMENTS[1]
     results = asyncio.run(model.translate(segment, 2, "eng_Latn", "swh_Latn"))
     assert len(results) == 2
@@ -96,7 +97,7 @@ def test_n_best_results_are_distinct_and_ordered_by_score(model: LoadedModel) ->
         _check(result, segment)
 
 
-def test_result_of_a_forced_real_translation(model: LoadedModel, translator: ctranslate2.Translator) -> None:
+def test_result_of_a_forced_real_translation(model: NmtModel, translator: ctranslate2.Translator) -> None:
     """A real target sentence forced as the prefix gives real attention and log-probs to check
     the word-level confidences and alignment on."""
     segment = "Jesus said to them, “Come and see.”"
@@ -128,7 +129,7 @@ def test_result_of_a_forced_real_translation(model: LoadedModel, translator: ctr
     assert len(result.alignment) == len(target.tokens) == 9
 
 
-def test_too_long_and_empty_segments_are_rejected(model: LoadedModel) -> None:
+def test_too_long_and_empty_segments_are_rejected(model: NmtModel) -> None:
     with pytest.raises(InputTooLong):
         asyncio.run(model.translate("word " * 100, 1, "eng_Latn", "swh_Latn"))
     with pytest.raises(ValueError):

@@ -22,7 +22,7 @@ from machine.translation import (
     WordGraphArc,
 )
 
-from inference_gpu.engine import LoadedModel
+from inference_gpu.families.nmt import NmtModel
 from inference_gpu.nllb import detokenize, split_words, word_spans
 from inference_gpu.word_graph import piece_groups
 from serval.translation.v1 import engine_pb2
@@ -42,8 +42,8 @@ SRC, TGT = "eng_Latn", "swh_Latn"
 
 
 @pytest.fixture(scope="module")
-def model(tiny_ct2_model: Path) -> Iterator[LoadedModel]:
-    loaded = LoadedModel.load(tiny_ct2_model, Manifest(kind="base-model"), SETTINGS)
+def model(tiny_ct2_model: Path) -> Iterator[NmtModel]:
+    loaded = NmtModel.load(tiny_ct2_model, Manifest(kind="base-model"), SETTINGS)
     yield loaded
     asyncio.run(loaded.close())
 
@@ -79,7 +79,7 @@ def best_path(graph: engine_pb2.WordGraph) -> list[engine_pb2.WordGraphArc]:
 
 
 @pytest.mark.parametrize("segment", SEGMENTS)
-def test_graph_structure(model: LoadedModel, segment: str) -> None:
+def test_graph_structure(model: NmtModel, segment: str) -> None:
     graph = asyncio.run(model.word_graph(segment, SRC, TGT))
     assert list(graph.source_tokens) == split_words(segment)
     states = {0} | {arc.prev_state for arc in graph.arcs} | {arc.next_state for arc in graph.arcs}
@@ -100,7 +100,7 @@ def test_graph_structure(model: LoadedModel, segment: str) -> None:
 
 
 @pytest.mark.parametrize("segment", SEGMENTS)
-def test_best_path_reads_like_translate(model: LoadedModel, segment: str) -> None:
+def test_best_path_reads_like_translate(model: NmtModel, segment: str) -> None:
     graph = asyncio.run(model.word_graph(segment, SRC, TGT))
     (result,) = asyncio.run(model.translate(segment, 1, SRC, TGT))
     best = words_of(best_path(graph))
@@ -110,7 +110,7 @@ def test_best_path_reads_like_translate(model: LoadedModel, segment: str) -> Non
 
 @pytest.mark.parametrize("segment", SEGMENTS[:3])
 def test_arc_scores_are_ctranslate2_log_probs(
-    model: LoadedModel, translator: ctranslate2.Translator, segment: str
+    model: NmtModel, translator: ctranslate2.Translator, segment: str
 ) -> None:
     graph = asyncio.run(model.word_graph(segment, SRC, TGT))
     source, hypotheses = asyncio.run(model.hypotheses(segment, SETTINGS.beam_size, SRC, TGT))
@@ -193,7 +193,7 @@ def diverging_prefix(best: list[str], others: list[list[str]]) -> list[str]:
 
 
 @pytest.mark.parametrize("segment", SEGMENTS[:3])
-def test_sil_machine_interactive_translator(model: LoadedModel, segment: str) -> None:
+def test_sil_machine_interactive_translator(model: NmtModel, segment: str) -> None:
     graph = asyncio.run(model.word_graph(segment, SRC, TGT))
     (result,) = asyncio.run(model.translate(segment, 1, SRC, TGT))
     translator = interactive(segment, graph)
@@ -208,7 +208,7 @@ def test_sil_machine_interactive_translator(model: LoadedModel, segment: str) ->
     assert list(suggestion.target_tokens) in [words_of(p) for p in paths(graph)]
 
 
-def test_prefix_is_kept_and_completed(model: LoadedModel, translator: ctranslate2.Translator) -> None:
+def test_prefix_is_kept_and_completed(model: NmtModel, translator: ctranslate2.Translator) -> None:
     segment = SEGMENTS[1]
     prefix = "Ibrahimu aka"
     results = asyncio.run(model.translate(segment, 3, SRC, TGT, prefix=prefix))
@@ -232,7 +232,7 @@ def test_prefix_is_kept_and_completed(model: LoadedModel, translator: ctranslate
     assert results[0].translation == model.tokenizer.decode(pieces).translation
 
 
-def test_prefix_results_start_with_complete_prefix_words(model: LoadedModel) -> None:
+def test_prefix_results_start_with_complete_prefix_words(model: NmtModel) -> None:
     prefix = "Na mimi"
     (result,) = asyncio.run(model.translate(SEGMENTS[0], 1, SRC, TGT, prefix=prefix))
     assert result.translation.startswith(prefix)

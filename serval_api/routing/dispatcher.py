@@ -13,6 +13,13 @@ Deleting an engine retires it: nothing more is routed to it, every node is told 
 revisions (each finishes the work already routed to them first) and the caller waits until they
 have, so the engine's files can then leave the model store without pulling them from under a node.
 
+Families: a node serves the engine families it claimed in Hello; work for an engine goes only to
+nodes serving its family.
+
+Train-segment (families that learn segments): the pair goes to every node holding a revision of the
+engine, ready or loading, at once; a node loading a revision later replays the pairs itself
+(`GetTrainSegments`), and each pair carries its number so no node applies it twice.
+
 Hot swap: while no node has an engine's current revision ready, requests go to the newest older
 revision that is ready somewhere and some node is told to load the current one. Once a node
 reports a revision ready, older revisions of that engine are unloaded everywhere (each node
@@ -29,10 +36,18 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from serval.inference.v1 import node_pb2
 from serval.translation.v1 import engine_pb2
-from serval_api.errors import InvalidArgument, NotFound, ServalError, Unavailable
+from serval.word_alignment.v1 import engine_pb2 as alignment_pb2
+from serval_api.errors import InvalidArgument, NotFound, NotSupported, ServalError, Unavailable
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeGone, NodeSession, model_ref
-from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
+from serval_api.routing.work import (
+    AlignWork,
+    ModelKey,
+    Served,
+    TrainSegmentWork,
+    TranslateWork,
+    WordGraphWork,
+)
 from serval_common.redact import redact
 from serval_common.settings import Settings
 
@@ -70,7 +85,7 @@ class Dispatcher:
             target_language=work.target_language,
             target_prefix=work.prefix,
         )
-        result, served = await self._run(work.model, request_id, timeout_s, translate=op)
+        result, served = await self._run(work.model, work.family, request_id, timeout_s, translate=op)
         return Served(list(result.translate.results), served.revision)
 
     async def word_graph(
@@ -79,20 +94,76 @@ class Dispatcher:
         op = node_pb2.WordGraphOp(
             segment=work.segment, source_language=work.source_language, target_language=work.target_language
         )
-        result, served = await self._run(work.model, request_id, timeout_s, word_graph=op)
+        result, served = await self._run(work.model, work.family, request_id, timeout_s, word_graph=op)
         return Served(result.word_graph, served.revision)
+
+    async def align(
+        self, work: AlignWork, *, request_id: str, timeout_s: float
+    ) -> Served[alignment_pb2.WordAlignmentResult]:
+        op = node_pb2.AlignOp(source_segment=work.source_segment, target_segment=work.target_segment)
+        result, served = await self._run(work.model, work.family, request_id, timeout_s, align=op)
+        return Served(result.alignment, served.revision)
+
+    async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
+        """Send the pair to every node holding a revision of the engine (ready or loading) and wait
+        for each within `timeout_s`; how many nodes learned it. A node that fails or goes away
+        learns it when it next loads the revision (the pair is stored first)."""
+        op = node_pb2.TrainSegmentOp(
+            source_segment=work.source_segment,
+            target_segment=work.target_segment,
+            sentence_start=work.sentence_start,
+            seq=work.seq,
+        )
+        sent: list[tuple[NodeSession, str, asyncio.Future[node_pb2.WorkResult]]] = []
+        deadline = time.monotonic() + timeout_s
+        for session in self.registry.sessions():
+            for key in session.held():
+                if key.engine_id != work.model.engine_id:
+                    continue
+                item_id = f"{request_id}-{len(sent)}"
+                item = node_pb2.WorkItem(
+                    request_id=item_id, deadline=_wall_clock(deadline), model=model_ref(key), train_segment=op
+                )
+                sent.append((session, item_id, session.submit(item_id, item)))
+        learned = 0
+        for session, item_id, future in sent:
+            try:
+                result = await _wait(future, deadline)
+            except NodeGone:
+                continue
+            except TimeoutError:
+                session.forget(item_id)
+                log.warning(
+                    "a node did not learn a trained segment in time",
+                    extra={"request_id": request_id, "node_id": session.node_id},
+                )
+                continue
+            if result.HasField("error"):
+                log.warning(
+                    "a node could not learn a trained segment",
+                    extra={
+                        "request_id": request_id,
+                        "node_id": session.node_id,
+                        "error": result.error.message,
+                    },
+                )
+                continue
+            learned += 1
+        await self.registry.notify()
+        return learned
 
     async def _run(
         self,
         model: ModelKey,
+        family: str,
         request_id: str,
         timeout_s: float,
-        **operation: node_pb2.TranslateOp | node_pb2.WordGraphOp,
+        **operation: node_pb2.TranslateOp | node_pb2.WordGraphOp | node_pb2.AlignOp,
     ) -> tuple[node_pb2.WorkResult, ModelKey]:
         deadline = time.monotonic() + timeout_s
         tried: set[str] = set()
         for attempt in range(2):
-            session, served = await self._acquire(model, deadline, exclude=tried)
+            session, served = await self._acquire(model, family, deadline, exclude=tried)
             item = node_pb2.WorkItem(
                 request_id=request_id,
                 deadline=_wall_clock(deadline),
@@ -143,7 +214,7 @@ class Dispatcher:
         raise Unavailable("no inference node could take the request; try again", retry_after_s=1)
 
     async def _acquire(
-        self, model: ModelKey, deadline: float, exclude: set[str]
+        self, model: ModelKey, family: str, deadline: float, exclude: set[str]
     ) -> tuple[NodeSession, ModelKey]:
         """Wait until a node holds `model` ready with a free slot, asking one to load it if none does.
         While no node has `model` ready, a node with an older revision of the engine ready serves."""
@@ -155,9 +226,15 @@ class Dispatcher:
         self._waiting += 1
         try:
             while True:
-                connected = [s for s in self.registry.sessions() if s.session_id not in exclude]
+                connected = [
+                    s
+                    for s in self.registry.sessions()
+                    if s.session_id not in exclude and family in s.families
+                ]
                 if not connected:
-                    raise Unavailable("no inference node is connected", retry_after_s=1)
+                    raise Unavailable(
+                        f"no inference node serving {family} engines is connected", retry_after_s=1
+                    )
                 sessions = [s for s in connected if not s.draining]
                 if not sessions:
                     raise Unavailable("every inference node is draining", retry_after_s=5)
@@ -351,4 +428,6 @@ def _work_error(error: node_pb2.WorkError) -> ServalError:
     message = redact(error.message)
     if error.code == node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT:
         return InvalidArgument(message)
+    if error.code == node_pb2.WORK_ERROR_CODE_UNIMPLEMENTED:
+        return NotSupported(message)
     return Unavailable(f"the inference node could not translate: {message}", retry_after_s=1)

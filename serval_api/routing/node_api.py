@@ -113,6 +113,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             token_id=token_id,
             software_version=_printable(hello.software_version, MAX_SOFTWARE_VERSION_CHARS),
             memory_free_bytes=hello.device.memory_free_bytes,
+            families=hello_families(hello),
         )
         if hello.slots > 0:
             # A node reconnecting with work still in flight has fewer slots free than it has.
@@ -244,3 +245,17 @@ def _bearer_token(context: grpc.aio.ServicerContext) -> str:
 def _printable(text: str, max_chars: int) -> str:
     """What a node says about itself, as the nodes table can hold it."""
     return text.replace("\x00", "")[:max_chars]
+
+
+FAMILY_NAMES = {
+    node_pb2.ENGINE_FAMILY_NMT: "nmt",
+    node_pb2.ENGINE_FAMILY_SMT_TRANSFER: "smt-transfer",
+    node_pb2.ENGINE_FAMILY_STATISTICAL: "statistical",
+}
+
+
+def hello_families(hello: node_pb2.Hello) -> frozenset[str]:
+    """The families a node claims; values this service does not know are ignored, and a node that
+    claims none (an older node) serves `nmt`."""
+    known = frozenset(FAMILY_NAMES[f] for f in hello.families if f in FAMILY_NAMES)
+    return known or frozenset({"nmt"})

@@ -26,6 +26,8 @@ class NodeSession:
     slots: int
     token_id: str = ""
     software_version: str = ""
+    families: frozenset[str] = frozenset({"nmt"})
+    """The engine families the node serves (from Hello; an older node serves `nmt` only)."""
     outbox: asyncio.Queue[node_pb2.ApiMessage] = field(default_factory=asyncio.Queue)
     models: dict[str, int] = field(default_factory=dict, repr=False)
     """Model location → node_pb2.ModelState."""

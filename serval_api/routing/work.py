@@ -33,6 +33,8 @@ class TranslateWork:
     """translate (n = 1) or translate-n (n > 1) of one segment with one model revision."""
 
     model: ModelKey
+    family: str
+    """The engine's type (`nmt`, `smt-transfer`): only nodes serving the family get the work."""
     source_language: str
     target_language: str
     segment: str
@@ -46,9 +48,33 @@ class WordGraphWork:
     """The word graph of one segment with one model revision."""
 
     model: ModelKey
+    family: str
     source_language: str
     target_language: str
     segment: str
+
+
+@dataclass(frozen=True)
+class TrainSegmentWork:
+    """Learn one confirmed pair into a loaded model revision (families that learn segments)."""
+
+    model: ModelKey
+    family: str
+    source_segment: str
+    target_segment: str
+    sentence_start: bool
+    seq: int
+    """The pair's `TrainSegment.id`: a node applies each once, replayed or sent."""
+
+
+@dataclass(frozen=True)
+class AlignWork:
+    """Align one sentence pair with a word-alignment model revision."""
+
+    model: ModelKey
+    family: str
+    source_segment: str
+    target_segment: str
 
 
 @dataclass(frozen=True)

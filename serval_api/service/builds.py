@@ -27,7 +27,7 @@ from serval_api.service.engines import owned_engine
 from serval_api.service.files import model_store
 from serval_api.service.keys import hash_secret, new_id
 from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES, enqueue_build_events
-from serval_common.build_options import BuildOptions, BuildOptionsError
+from serval_common.build_options import BuildOptions, BuildOptionsError, JobOptions, options_class
 from serval_common.manifest import ManifestError, base_model_folder, read_manifest, store_unavailable
 from serval_common.names import InvalidName
 from serval_common.redact import error_reference, redact, secret_values
@@ -56,7 +56,6 @@ async def start_build(
     inference-only); empty `train_on` is an inference-only build. `catalog` (gRPC) holds the corpora
     the request carries, which the entries then name instead of the engine's stored ones."""
     caller.require(UPDATE_ENGINES)
-    parsed = _check_options(options)
     limits.optional_text("name", name, limits.NAME_CHARS)
     if build_id is not None:
         limits.new_id("buildId", build_id)
@@ -66,12 +65,13 @@ async def start_build(
     # Cheap refusals before the plan reads (and downloads) every corpus; the transaction below
     # checks again and is what counts.
     async with services.db.session() as s:
-        await owned_engine(s, caller, engine_id)
+        engine_type = (await owned_engine(s, caller, engine_id)).type
         if await _running_build(s, engine_id) is not None:
             raise Conflict(f"engine {engine_id} already has a build pending or running")
         if build_id is not None and await s.get(Build, build_id) is not None:
             raise Conflict(f"build {build_id} already exists")
-    if parsed.base_model is not None:
+    parsed = _check_options(engine_type, options)
+    if isinstance(parsed, BuildOptions) and parsed.base_model is not None:
         await _check_base_model(services, parsed.base_model)
     plan = await corpus_export.plan_build(
         services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, catalog=catalog
@@ -150,13 +150,14 @@ def job_spec(services: Services, build: Build, engine: Engine, *, train: bool, j
         store_url=services.settings.resolved_store_url,
         api_address=services.settings.api_grpc_address,
         job_token=job_token,
+        engine_type=engine.type,
     )
 
 
-def _check_options(options: dict[str, Any] | None) -> BuildOptions:
+def _check_options(engine_type: str, options: dict[str, Any] | None) -> JobOptions:
     """Refuse bad build options now (400) rather than fault the build minutes later."""
     try:
-        return BuildOptions.parse(json.dumps(options or {}))
+        return options_class(engine_type).parse(json.dumps(options or {}))
     except BuildOptionsError as e:
         raise InvalidArgument(str(e)) from None
     except RecursionError:

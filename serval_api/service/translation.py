@@ -66,6 +66,7 @@ async def _dispatch_translate(
     log.debug("translate", extra={"engine_id": engine.id, "request_id": request_id, "n": n})
     work = TranslateWork(
         model=ModelKey(engine.id, engine.model_revision),
+        family=engine.type,
         source_language=engine.source_code,
         target_language=engine.target_code,
         segment=segment,
@@ -86,6 +87,7 @@ async def get_word_graph(
         return Served(echo_word_graph(segment), engine.model_revision)
     work = WordGraphWork(
         model=ModelKey(engine.id, engine.model_revision),
+        family=engine.type,
         source_language=engine.source_code,
         target_language=engine.target_code,
         segment=segment,

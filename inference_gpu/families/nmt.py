@@ -1,4 +1,4 @@
-"""The facade the network layer calls: one loaded model revision and its translate."""
+"""The `nmt` family: an NLLB model converted to CTranslate2, its tokenizer and its micro-batcher."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 
 from inference_gpu.backends import Backend, Hypothesis, TranslateRequest, backend_class
 from inference_gpu.batcher import MicroBatcher
+from inference_gpu.families.base import Capability, InputTooLong, ServedModel
+from inference_gpu.metrics import NodeMetrics
 from inference_gpu.nllb import EncodedSource, NllbTokenizer
 from inference_gpu.results import build_result
 from inference_gpu.word_graph import build_word_graph
@@ -16,12 +18,13 @@ from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
 
-class InputTooLong(ValueError):
-    """The segment has more tokens than the node accepts (`max_input_tokens`)."""
-
-
 @dataclass
-class LoadedModel:
+class NmtModel(ServedModel):
+    family = "nmt"
+    capabilities = frozenset(
+        {Capability.TRANSLATE, Capability.N_BEST, Capability.PREFIX, Capability.WORD_GRAPH}
+    )
+
     manifest: Manifest
     folder: Path
     backend: Backend
@@ -37,9 +40,8 @@ class LoadedModel:
         node_settings: NodeSettings,
         *,
         on_batch: Callable[[int], None] | None = None,
-    ) -> LoadedModel:
-        """Load the backend and tokenizer; blocking (seconds for a large model), so call it in a
-        worker thread from async code."""
+    ) -> NmtModel:
+        """Load the backend and tokenizer."""
         tokenizer = NllbTokenizer.from_folder(folder)
         backend = backend_class(manifest.backend).load(folder, node_settings, manifest.max_positions)
         batcher: MicroBatcher[TranslateRequest, list[Hypothesis]] = MicroBatcher(
@@ -55,6 +57,13 @@ class LoadedModel:
     @property
     def size_bytes(self) -> int:
         return self.backend.size_bytes
+
+    @property
+    def pending(self) -> int:
+        return self.batcher.pending
+
+    def observe_with(self, metrics: NodeMetrics) -> None:
+        self.batcher.on_result = metrics.observe_batch
 
     def prepare(
         self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""

@@ -1,0 +1,104 @@
+"""What every engine family's loaded model offers the inference node.
+
+A family (Serval's engine type: `nmt`, `smt-transfer`, `statistical`) is one kind of model folder
+(the manifest's `backend`) and one `ServedModel` subclass that loads it and answers the operations
+it declares in `capabilities`. The node calls only this interface, so routing, memory budget, LRU,
+hot swap, drain and metrics work the same for every family; an operation a family lacks raises
+`Unsupported` (the API service answers 405).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import ClassVar, Self
+
+from inference_gpu.metrics import NodeMetrics
+from serval.translation.v1 import engine_pb2
+from serval.word_alignment.v1 import engine_pb2 as alignment_pb2
+from serval_common.manifest import Manifest
+from serval_common.settings import NodeSettings
+
+
+class Capability(StrEnum):
+    TRANSLATE = "translate"
+    N_BEST = "n-best"
+    PREFIX = "prefix"
+    WORD_GRAPH = "word-graph"
+    TRAIN_SEGMENT = "train-segment"
+    ALIGN = "align"
+
+
+class InputTooLong(ValueError):
+    """The segment has more tokens than the node accepts (`max_input_tokens`)."""
+
+
+class Unsupported(Exception):
+    """The model's family cannot do the operation."""
+
+    def __init__(self, family: str, capability: Capability) -> None:
+        super().__init__(f"a {family} engine cannot {capability.value.replace('-', ' ')}")
+
+
+class ServedModel(ABC):
+    family: ClassVar[str]
+    """Serval's engine type this model serves: `nmt`, `smt-transfer` or `statistical`."""
+    capabilities: ClassVar[frozenset[Capability]]
+    manifest: Manifest
+
+    @classmethod
+    @abstractmethod
+    def load(
+        cls,
+        folder: Path,
+        manifest: Manifest,
+        node_settings: NodeSettings,
+        *,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> Self:
+        """Load the model folder (verified against `manifest`); blocking (seconds for a large model),
+        so call it in a worker thread from async code."""
+
+    @property
+    @abstractmethod
+    def size_bytes(self) -> int:
+        """Memory the model holds, as the node's memory budget counts it."""
+
+    @property
+    @abstractmethod
+    def pending(self) -> int:
+        """Operations queued or running: the model is unloaded only when this is 0."""
+
+    @property
+    def learns_segments(self) -> bool:
+        """Whether train-segment changes the model (the node then replays trained segments on load)."""
+        return Capability.TRAIN_SEGMENT in self.capabilities
+
+    def observe_with(self, metrics: NodeMetrics) -> None:
+        """Report the model's work to the node's metrics (optional)."""
+        return None
+
+    def _unsupported(self, capability: Capability) -> Unsupported:
+        return Unsupported(self.family, capability)
+
+    async def translate(
+        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
+    ) -> list[engine_pb2.TranslationResult]:
+        """Up to n distinct translations, best first; with a `prefix`, each one starts with it."""
+        raise self._unsupported(Capability.TRANSLATE)
+
+    async def word_graph(self, segment: str, source_code: str, target_code: str) -> engine_pb2.WordGraph:
+        raise self._unsupported(Capability.WORD_GRAPH)
+
+    async def train_segment(self, source: str, target: str, sentence_start: bool, seq: int) -> None:
+        """Learn one confirmed pair at once; a `seq` already applied is skipped."""
+        raise self._unsupported(Capability.TRAIN_SEGMENT)
+
+    async def align(self, source: str, target: str) -> alignment_pb2.WordAlignmentResult:
+        raise self._unsupported(Capability.ALIGN)
+
+    @abstractmethod
+    async def close(self, *, drain: bool = True) -> None:
+        """Stop taking requests, answer (or fail) the queued ones, then free the model."""
