@@ -21,22 +21,23 @@ from serval_common.languages import LanguageInfo, resolve_language
 log = logging.getLogger(__name__)
 
 
-_SERVAL_TYPES_NOT_SERVED = {"smttransfer": "smt-transfer", "statistical": "statistical"}
+TRANSLATION_TYPES = frozenset({EngineType.NMT, EngineType.ECHO, EngineType.SMT_TRANSFER})
+WORD_ALIGNMENT_TYPES = frozenset({EngineType.STATISTICAL})
 
 
-def parse_engine_type(value: str) -> EngineType:
-    """Accepts REST's kebab-case and gRPC's PascalCase alike. Serval's other engine types are
-    known but not served here (405); anything else is not an engine type (400)."""
+def parse_engine_type(value: str, allowed: frozenset[EngineType] = TRANSLATION_TYPES) -> EngineType:
+    """Accepts REST's kebab-case and gRPC's PascalCase alike. An engine type of the other kind
+    (a word-alignment type for a translation engine, or the reverse) is known but not served by
+    this API (405); anything else is not an engine type (400)."""
     key = value.strip().lower().replace("-", "").replace("_", "")
+    names = ", ".join(t.value for t in sorted(allowed))
     for engine_type in EngineType:
         if engine_type.value.replace("-", "") == key:
+            if engine_type not in allowed:
+                kind = "word-alignment" if engine_type.is_word_alignment else "translation"
+                raise NotSupported(f"{engine_type.value!r} is a {kind} engine type; here use one of: {names}")
             return engine_type
-    allowed = ", ".join(t.value for t in EngineType)
-    if key in _SERVAL_TYPES_NOT_SERVED:
-        raise NotSupported(
-            f"engine type {_SERVAL_TYPES_NOT_SERVED[key]!r} is not served here; use one of: {allowed}"
-        )
-    raise InvalidArgument(f"unsupported engine type {limits.shown(value)}; expected one of: {allowed}")
+    raise InvalidArgument(f"unsupported engine type {limits.shown(value)}; expected one of: {names}")
 
 
 def language(field_name: str, tag: str) -> LanguageInfo:
@@ -63,9 +64,10 @@ async def create_engine(
     name: str | None = None,
     is_model_persisted: bool | None = None,
     engine_id: str | None = None,
+    allowed: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> Engine:
     caller.require(CREATE_ENGINES)
-    kind = parse_engine_type(engine_type)
+    kind = parse_engine_type(engine_type, allowed)
     source = language("sourceLanguage", source_language)
     target = language("targetLanguage", target_language)
     limits.optional_text("name", name, limits.NAME_CHARS)
@@ -95,32 +97,51 @@ async def create_engine(
     return engine
 
 
-async def owned_engine(s: AsyncSession, caller: Caller, engine_id: str, *, lock: bool = False) -> Engine:
+async def owned_engine(
+    s: AsyncSession,
+    caller: Caller,
+    engine_id: str,
+    *,
+    lock: bool = False,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
+) -> Engine:
     """Another owner's engine answers 404, so ids don't leak. `lock` holds the engine's row until the
-    transaction ends; whatever changes an engine or its builds locks the engine first."""
+    transaction ends; whatever changes an engine or its builds locks the engine first. `types` is
+    the API's kind: a word-alignment engine is not found under `/translation/engines`, and the reverse."""
     if not limits.can_be_id(engine_id):
         raise NotFound(f"engine {limits.shown(engine_id)} not found")
     return visible_engine(
-        await s.get(Engine, engine_id, with_for_update=True if lock else None), caller, engine_id
+        await s.get(Engine, engine_id, with_for_update=True if lock else None), caller, engine_id, types
     )
 
 
-def visible_engine(engine: Engine | None, caller: Caller, engine_id: str) -> Engine:
-    """`engine` when the caller owns it; another owner's engine answers 404, so ids don't leak."""
-    if engine is None or engine.owner != caller.owner:
-        raise NotFound(f"engine {engine_id} not found")
+def visible_engine(
+    engine: Engine | None, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> Engine:
+    """`engine` when the caller owns it and it is of `types`; anything else answers 404, so ids
+    don't leak."""
+    if engine is None or engine.owner != caller.owner or engine.type not in types:
+        raise NotFound(f"engine {limits.shown(engine_id)} not found")
     return engine
 
 
-async def get_engine(services: Services, caller: Caller, engine_id: str) -> Engine:
+async def get_engine(
+    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> Engine:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
-        return await owned_engine(s, caller, engine_id)
+        return await owned_engine(s, caller, engine_id, types=types)
 
 
-async def list_engines(services: Services, caller: Caller) -> list[Engine]:
+async def list_engines(
+    services: Services, caller: Caller, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> list[Engine]:
     caller.require(READ_ENGINES)
-    query = select(Engine).where(Engine.owner == caller.owner).order_by(Engine.date_created, Engine.id)
+    query = (
+        select(Engine)
+        .where(Engine.owner == caller.owner, Engine.type.in_([t.value for t in types]))
+        .order_by(Engine.date_created, Engine.id)
+    )
     async with services.db.session() as s:
         return list((await s.scalars(query)).all())
 
@@ -150,14 +171,16 @@ async def update_engine_languages(
     return engine
 
 
-async def delete_engine(services: Services, caller: Caller, engine_id: str) -> None:
+async def delete_engine(
+    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> None:
     """The engine goes at once (its builds, corpora, train segments and pretranslations with it,
     by cascade); then its running build is canceled, every node unloads it, and once both are done
     its model revisions (`models/{engineId}/`) and its builds' files (`builds/{buildId}/`) leave the
     model store. That clean-up finishes even if the caller hangs up."""
     caller.require(DELETE_ENGINES)
     async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id, lock=True)
+        engine = await owned_engine(s, caller, engine_id, lock=True, types=types)
         all_builds = (await s.scalars(select(Build).where(Build.engine_id == engine_id))).all()
         build_ids = [build.id for build in all_builds]
         running = [build.id for build in all_builds if build.build_state.is_running]
