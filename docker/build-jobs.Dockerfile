@@ -10,9 +10,10 @@
 # Build from the repository root (the context is filtered by .dockerignore); the build arguments
 # VERSION, REVISION and SOURCE_URL fill the org.opencontainers.image.* labels, CUDA_IMAGE picks
 # the base (see docker/node.Dockerfile for why CUDA 12.8 and the plain runtime flavour) and
-# TORCH_INDEX_URL the PyTorch build (below). It installs `serval-live[jobs,clearml]` and nothing
+# TORCH_INDEX_URL the PyTorch build (below). It installs `serval-live[jobs,smt,clearml]` and nothing
 # else: `jobs` is the training stack (PyTorch, Transformers, CTranslate2, SentencePiece,
-# sacrebleu), `clearml` the SDK that build_jobs/clearml_task.py reports progress through.
+# sacrebleu), `smt` the Thot toolkit that smt-transfer and word-alignment builds train with, and
+# `clearml` the SDK that build_jobs/clearml_task.py reports progress through.
 #
 # No ENTRYPOINT, on purpose: the agent starts `docker run … <image> bash -c '<its bootstrap>;
 # python3.N -m clearml_agent execute …'`, and an entry point would swallow that command. The
@@ -92,7 +93,7 @@ USER 10001:10001
 RUN python3.11 -m venv /opt/venv \
     && pip install --index-url "${TORCH_INDEX_URL}" --extra-index-url https://pypi.org/simple torch==2.13.0 \
     && wheel="$(ls /tmp/wheels/serval_live-*.whl)" \
-    && pip install "serval-live[jobs,clearml] @ file://${wheel}" \
+    && pip install "serval-live[jobs,smt,clearml] @ file://${wheel}" \
     && rm -rf /tmp/wheels
 
 WORKDIR /home/serval

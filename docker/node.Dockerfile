@@ -7,8 +7,9 @@
 #
 # Build from the repository root (the context is filtered by .dockerignore); the build arguments
 # VERSION, REVISION and SOURCE_URL fill the org.opencontainers.image.* labels, CUDA_IMAGE picks
-# the base. It installs `serval-live[node]` and nothing else (inference_gpu imports ctranslate2,
-# sentencepiece, sacremoses, numpy and prometheus_client, all in that extra). NVML (pynvml) is not
+# the base. It installs `serval-live[node,smt]` and nothing else (inference_gpu imports ctranslate2,
+# sentencepiece, sacremoses, numpy and prometheus_client from `node`; the smt-transfer and statistical
+# families import Thot through sil-machine and sil-thot from `smt`). NVML (pynvml) is not
 # installed, so the node's memory gauge reports process memory rather than GPU memory.
 #
 # The node needs nothing inbound except the metrics port: it dials the API service
@@ -87,7 +88,7 @@ RUN groupadd --system --gid 10001 serval \
 COPY --from=wheel /wheels/ /tmp/wheels/
 RUN python3.11 -m venv /opt/venv \
     && wheel="$(ls /tmp/wheels/serval_live-*.whl)" \
-    && pip install "serval-live[node] @ file://${wheel}" \
+    && pip install "serval-live[node,smt] @ file://${wheel}" \
     && rm -rf /tmp/wheels
 
 USER 10001:10001

@@ -66,7 +66,7 @@ IMAGES = {
     ),
     "node": Image(
         dockerfile="docker/node.Dockerfile",
-        extras=frozenset({"node"}),
+        extras=frozenset({"node", "smt"}),
         cuda=True,
         command=("serval", "node"),
         packages=("inference_gpu", "serval_common", "serval"),
@@ -74,7 +74,7 @@ IMAGES = {
     ),
     "jobs": Image(
         dockerfile="docker/build-jobs.Dockerfile",
-        extras=frozenset({"jobs", "clearml"}),
+        extras=frozenset({"jobs", "smt", "clearml"}),
         cuda=True,
         command=("python3", "-m", "build_jobs", "--help"),
         packages=("build_jobs", "serval_common", "serval"),
