@@ -35,6 +35,9 @@ OWNED_PARAMS = frozenset(
         "parallel_corpus_id",
         "hook_id",
         "engine_corpus_id",
+        "wa_engine_id",
+        "wa_build_id",
+        "wa_pc_id",
     }
 )
 NEW_HOOK = {"payloadUrl": "https://example.com/hook", "secret": "s", "events": ["TranslationBuildFinished"]}
@@ -108,7 +111,13 @@ class World:
         return body(self) if callable(body) else body
 
     def param(self, name: str) -> str:
-        fixed = {"engine_type": "nmt", "language": "en", "n": "2", "text_id": "MAT"}
+        fixed = {
+            "engine_type": "nmt",
+            "wa_engine_type": "statistical",
+            "language": "en",
+            "n": "2",
+            "text_id": "MAT",
+        }
         if name in fixed:
             return fixed[name]
         value = getattr(self, name, None)
@@ -166,6 +175,23 @@ class World:
     @property
     def parallel_corpus_id(self) -> str:
         return self.pc_id
+
+    @cached_property
+    def wa_engine_id(self) -> str:
+        """A word-alignment (`statistical`) engine of the owner's."""
+        body = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"}
+        return self._created(self.client.post("/word-alignment/engines", json=body))
+
+    @cached_property
+    def wa_build_id(self) -> str:
+        return self._created(self.client.post(f"/word-alignment/engines/{self.wa_engine_id}/builds", json={}))
+
+    @cached_property
+    def wa_pc_id(self) -> str:
+        body = {"sourceCorpusIds": [self.corpus_id], "targetCorpusIds": [self.corpus("sw")]}
+        return self._created(
+            self.client.post(f"/word-alignment/engines/{self.wa_engine_id}/parallel-corpora", json=body)
+        )
 
     @cached_property
     def hook_id(self) -> str:

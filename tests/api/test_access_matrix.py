@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount
 
 from serval.admin.v1 import admin_pb2
 from serval.translation.v1 import engine_pb2
+from serval.word_alignment.v1 import engine_pb2 as wa_engine_pb2
 from serval_api.auth import (
     ADMIN,
     ALL_SCOPES,
@@ -45,6 +46,14 @@ ADMIN_PATH = "/api/v1/admin"
 BUILDS_FEED = "/api/v1/translation/builds"
 NEW_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
 NOT_BUILT = (409,)
+WA_ENGINES = "/api/v1/word-alignment/engines"
+WA_ENGINE = WA_ENGINES + "/{wa_engine_id}"
+NEW_WA_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"}
+
+
+def _wa_parallel_corpus_body(w: World) -> dict[str, list[str]]:
+    return {"sourceCorpusIds": [w.corpus_id], "targetCorpusIds": [w.corpus("sw")]}
+
 
 REST_ENDPOINTS: list[Rest] = [
     Rest("GET", ENGINES, READ_ENGINES, 200),
@@ -141,6 +150,29 @@ REST_ENDPOINTS: list[Rest] = [
     Rest("POST", "/api/v1/hooks", CREATE_HOOKS, 201, json=NEW_HOOK),
     Rest("GET", "/api/v1/hooks/{hook_id}", READ_HOOKS, 200),
     Rest("DELETE", "/api/v1/hooks/{hook_id}", DELETE_HOOKS, 200),
+    Rest("GET", WA_ENGINES, READ_ENGINES, 200),
+    Rest("POST", WA_ENGINES, CREATE_ENGINES, 201, json=NEW_WA_ENGINE),
+    Rest("GET", WA_ENGINE, READ_ENGINES, 200),
+    Rest("DELETE", WA_ENGINE, DELETE_ENGINES, 200),
+    Rest(
+        "POST",
+        WA_ENGINE + "/align",
+        READ_ENGINES,
+        NOT_BUILT,
+        json={"sourceSegment": "a", "targetSegment": "b"},
+    ),
+    Rest("GET", WA_ENGINE + "/parallel-corpora", READ_ENGINES, 200),
+    Rest("POST", WA_ENGINE + "/parallel-corpora", UPDATE_ENGINES, 201, json=_wa_parallel_corpus_body),
+    Rest("GET", WA_ENGINE + "/parallel-corpora/{wa_pc_id}", READ_ENGINES, 200),
+    Rest("PATCH", WA_ENGINE + "/parallel-corpora/{wa_pc_id}", UPDATE_ENGINES, 200, json={}),
+    Rest("DELETE", WA_ENGINE + "/parallel-corpora/{wa_pc_id}", UPDATE_ENGINES, 200),
+    Rest("GET", WA_ENGINE + "/corpora/{wa_pc_id}/word-alignments", READ_ENGINES, NOT_BUILT),
+    Rest("GET", WA_ENGINE + "/builds", READ_ENGINES, 200),
+    Rest("POST", WA_ENGINE + "/builds", UPDATE_ENGINES, 201, json={}),
+    Rest("GET", WA_ENGINE + "/builds/{wa_build_id}", READ_ENGINES, 200),
+    Rest("GET", WA_ENGINE + "/current-build", READ_ENGINES, (200, 204)),
+    Rest("POST", WA_ENGINE + "/current-build/cancel", UPDATE_ENGINES, (200, 204)),
+    Rest("GET", "/api/v1/word-alignment/engine-types/{wa_engine_type}/queues", READ_ENGINES, 200),
 ]
 
 
@@ -195,8 +227,43 @@ def _cancel_request(w: World) -> engine_pb2.CancelBuildRequest:
 
 
 ENGINE_API = "/serval.translation.v1.TranslationEngineApi/"
+WA_API = "/serval.word_alignment.v1.WordAlignmentEngineApi/"
+
+
+def _wa_request(message: type[Any], **fields: Any) -> Any:
+    return lambda w: message(engine_type="Statistical", engine_id=w.wa_engine_id, **fields)
+
+
+def _wa_cancel_request(w: World) -> wa_engine_pb2.CancelBuildRequest:
+    assert w.wa_build_id
+    return wa_engine_pb2.CancelBuildRequest(engine_type="Statistical", engine_id=w.wa_engine_id)
+
+
 ADMIN_API = "/serval.admin.v1.AdminApi/"
 GRPC_ENDPOINTS: list[Grpc] = [
+    Grpc(
+        WA_API + "Create",
+        CREATE_ENGINES,
+        lambda w: wa_engine_pb2.CreateRequest(
+            engine_type="Statistical", source_language="en", target_language="sw"
+        ),
+        owned=False,
+    ),
+    Grpc(WA_API + "Delete", DELETE_ENGINES, _wa_request(wa_engine_pb2.DeleteRequest)),
+    Grpc(
+        WA_API + "GetWordAlignment",
+        READ_ENGINES,
+        _wa_request(wa_engine_pb2.GetWordAlignmentRequest, source_segment="a", target_segment="b"),
+        ok=(Code.FAILED_PRECONDITION,),
+    ),
+    Grpc(WA_API + "StartBuild", UPDATE_ENGINES, _wa_request(wa_engine_pb2.StartBuildRequest)),
+    Grpc(WA_API + "CancelBuild", UPDATE_ENGINES, _wa_cancel_request),
+    Grpc(
+        WA_API + "GetQueueSize",
+        READ_ENGINES,
+        lambda w: wa_engine_pb2.GetQueueSizeRequest(engine_type="Statistical"),
+        owned=False,
+    ),
     Grpc(
         ENGINE_API + "Create",
         CREATE_ENGINES,
@@ -312,6 +379,7 @@ PUBLIC_GRPC_SERVICES = {
 }
 SEPARATELY_AUTHENTICATED_GRPC_SERVICES = {
     "serval.translation.v1.TranslationPlatformApi": "job tokens: test_platform_api.py, test_jwt.py",
+    "serval.word_alignment.v1.WordAlignmentPlatformApi": "job tokens: test_word_alignment.py",
     "serval.inference.v1.InferenceNodeApi": "node tokens: test_node_protocol.py, test_jwt.py",
 }
 
