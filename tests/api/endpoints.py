@@ -35,9 +35,6 @@ OWNED_PARAMS = frozenset(
         "parallel_corpus_id",
         "hook_id",
         "engine_corpus_id",
-        "wa_engine_id",
-        "wa_build_id",
-        "wa_pc_id",
     }
 )
 NEW_HOOK = {"payloadUrl": "https://example.com/hook", "secret": "s", "events": ["TranslationBuildFinished"]}
@@ -59,6 +56,9 @@ class Rest:
     files: Body = None
     data: Body = None
     query: dict[str, str] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)
+    """Path parameter → the `World` value that fills it, where not the one of the same name (a
+    word-alignment route's `{engine_id}` is `wa_engine_id`)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -73,7 +73,7 @@ class Rest:
         return self.ok if isinstance(self.ok, tuple) else (self.ok,)
 
     def call(self, world: World, client: httpx.Client) -> httpx.Response:
-        url = self.path.format(**{p: world.param(p) for p in _params(self.path)})
+        url = self.path.format(**{p: world.param(self.ids.get(p, p)) for p in _params(self.path)})
         return client.request(
             self.method,
             url,

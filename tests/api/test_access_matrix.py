@@ -47,7 +47,15 @@ BUILDS_FEED = "/api/v1/translation/builds"
 NEW_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
 NOT_BUILT = (409,)
 WA_ENGINES = "/api/v1/word-alignment/engines"
-WA_ENGINE = WA_ENGINES + "/{wa_engine_id}"
+WA_ENGINE = WA_ENGINES + "/{engine_id}"
+WA_IDS = {
+    "engine_id": "wa_engine_id",
+    "build_id": "wa_build_id",
+    "pc_id": "wa_pc_id",
+    "corpus_id": "wa_pc_id",
+    "engine_type": "wa_engine_type",
+}
+"""The word-alignment routes' path parameters, filled with the world's word-alignment engine's."""
 NEW_WA_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"}
 
 
@@ -150,29 +158,37 @@ REST_ENDPOINTS: list[Rest] = [
     Rest("POST", "/api/v1/hooks", CREATE_HOOKS, 201, json=NEW_HOOK),
     Rest("GET", "/api/v1/hooks/{hook_id}", READ_HOOKS, 200),
     Rest("DELETE", "/api/v1/hooks/{hook_id}", DELETE_HOOKS, 200),
-    Rest("GET", WA_ENGINES, READ_ENGINES, 200),
-    Rest("POST", WA_ENGINES, CREATE_ENGINES, 201, json=NEW_WA_ENGINE),
-    Rest("GET", WA_ENGINE, READ_ENGINES, 200),
-    Rest("DELETE", WA_ENGINE, DELETE_ENGINES, 200),
+    Rest("GET", WA_ENGINES, READ_ENGINES, 200, ids=WA_IDS),
+    Rest("POST", WA_ENGINES, CREATE_ENGINES, 201, json=NEW_WA_ENGINE, ids=WA_IDS),
+    Rest("GET", WA_ENGINE, READ_ENGINES, 200, ids=WA_IDS),
+    Rest("DELETE", WA_ENGINE, DELETE_ENGINES, 200, ids=WA_IDS),
     Rest(
         "POST",
         WA_ENGINE + "/align",
         READ_ENGINES,
         NOT_BUILT,
         json={"sourceSegment": "a", "targetSegment": "b"},
+        ids=WA_IDS,
     ),
-    Rest("GET", WA_ENGINE + "/parallel-corpora", READ_ENGINES, 200),
-    Rest("POST", WA_ENGINE + "/parallel-corpora", UPDATE_ENGINES, 201, json=_wa_parallel_corpus_body),
-    Rest("GET", WA_ENGINE + "/parallel-corpora/{wa_pc_id}", READ_ENGINES, 200),
-    Rest("PATCH", WA_ENGINE + "/parallel-corpora/{wa_pc_id}", UPDATE_ENGINES, 200, json={}),
-    Rest("DELETE", WA_ENGINE + "/parallel-corpora/{wa_pc_id}", UPDATE_ENGINES, 200),
-    Rest("GET", WA_ENGINE + "/corpora/{wa_pc_id}/word-alignments", READ_ENGINES, NOT_BUILT),
-    Rest("GET", WA_ENGINE + "/builds", READ_ENGINES, 200),
-    Rest("POST", WA_ENGINE + "/builds", UPDATE_ENGINES, 201, json={}),
-    Rest("GET", WA_ENGINE + "/builds/{wa_build_id}", READ_ENGINES, 200),
-    Rest("GET", WA_ENGINE + "/current-build", READ_ENGINES, (200, 204)),
-    Rest("POST", WA_ENGINE + "/current-build/cancel", UPDATE_ENGINES, (200, 204)),
-    Rest("GET", "/api/v1/word-alignment/engine-types/{wa_engine_type}/queues", READ_ENGINES, 200),
+    Rest("GET", WA_ENGINE + "/parallel-corpora", READ_ENGINES, 200, ids=WA_IDS),
+    Rest(
+        "POST",
+        WA_ENGINE + "/parallel-corpora",
+        UPDATE_ENGINES,
+        201,
+        json=_wa_parallel_corpus_body,
+        ids=WA_IDS,
+    ),
+    Rest("GET", WA_ENGINE + "/parallel-corpora/{pc_id}", READ_ENGINES, 200, ids=WA_IDS),
+    Rest("PATCH", WA_ENGINE + "/parallel-corpora/{pc_id}", UPDATE_ENGINES, 200, json={}, ids=WA_IDS),
+    Rest("DELETE", WA_ENGINE + "/parallel-corpora/{pc_id}", UPDATE_ENGINES, 200, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/corpora/{corpus_id}/word-alignments", READ_ENGINES, NOT_BUILT, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/builds", READ_ENGINES, 200, ids=WA_IDS),
+    Rest("POST", WA_ENGINE + "/builds", UPDATE_ENGINES, 201, json={}, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/builds/{build_id}", READ_ENGINES, 200, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/current-build", READ_ENGINES, (200, 204), ids=WA_IDS),
+    Rest("POST", WA_ENGINE + "/current-build/cancel", UPDATE_ENGINES, (200, 204), ids=WA_IDS),
+    Rest("GET", "/api/v1/word-alignment/engine-types/{engine_type}/queues", READ_ENGINES, 200, ids=WA_IDS),
 ]
 
 
