@@ -209,21 +209,15 @@ async def plan_word_align(
     word_align_on: list[WordAlignEntry] | None,
 ) -> ExportPlan:
     """`plan` with the sentence pairs to align: those of the `word_align_on` entries (None: every
-    parallel corpus of `catalog`, as Serval does; empty: none)."""
-    if word_align_on is None:
-        word_align_on = [
-            WordAlignEntry(parallel_corpus_id=pc.id) for pc in catalog if pc.kind == PARALLEL_CORPUS
-        ]
-    else:
-        known = [pc.id for pc in catalog if pc.kind == PARALLEL_CORPUS]
-        word_align_on = (
-            build_corpora.resolve(
-                "wordAlignOn", word_align_on, parallel_corpus_ids=known, engine_corpus_ids=()
-            )
-            or []
-        )
-    rows = await asyncio.to_thread(_word_align_rows, store, catalog, word_align_on)
-    return replace(plan, word_align_rows=rows, word_align_on=word_align_on)
+    parallel corpus of `catalog`, as Serval does; empty: none). The plan keeps `word_align_on` as
+    resolved, None staying None as an omitted `trainOn` does."""
+    known = [pc.id for pc in catalog if pc.kind == PARALLEL_CORPUS]
+    resolved = build_corpora.resolve(
+        "wordAlignOn", word_align_on, parallel_corpus_ids=known, engine_corpus_ids=()
+    )
+    entries = [WordAlignEntry(parallel_corpus_id=pc_id) for pc_id in known] if resolved is None else resolved
+    rows = await asyncio.to_thread(_word_align_rows, store, catalog, entries)
+    return replace(plan, word_align_rows=rows, word_align_on=resolved)
 
 
 def _chosen_texts(chosen: dict[str, TextFilter | None], corpus: MonolingualSource) -> TextFilter | None:

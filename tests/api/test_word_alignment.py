@@ -219,8 +219,7 @@ def test_build_exports_the_pairs_to_align(api: RunningApi, owner: httpx.Client) 
         "engineSourceLanguageTag": "en",
         "engineTargetLanguageTag": "sw",
     }
-    assert [c["parallelCorpus"]["id"] for c in build["wordAlignOn"]] == [pc_id]
-    assert "/word-alignment/engines/" in build["wordAlignOn"][0]["parallelCorpus"]["url"]
+    assert "wordAlignOn" not in build and "trainOn" not in build, "omitted: all the engine's corpora"
     spec = api.launcher.specs[-1]
     assert (spec.engine_type, spec.train, spec.build_id) == ("statistical", True, build["id"])
 
@@ -256,6 +255,12 @@ def test_build_exports_the_pairs_to_align(api: RunningApi, owner: httpx.Client) 
     chosen = {"parallelCorpusId": pc_id, "sourceFilters": [{"corpusId": source_id, "textIds": ["MAT"]}]}
     filtered = start(owner, engine_id, {"trainOn": [{"parallelCorpusId": pc_id}], "wordAlignOn": [chosen]})
     assert filtered["wordAlignOn"][0]["sourceFilters"][0]["textIds"] == ["MAT"]
+    assert filtered["wordAlignOn"][0]["parallelCorpus"]["url"].endswith(
+        f"/word-alignment/engines/{engine_id}/parallel-corpora/{pc_id}"
+    )
+    assert filtered["trainOn"][0]["parallelCorpus"]["url"].endswith(
+        f"/word-alignment/engines/{engine_id}/parallel-corpora/{pc_id}"
+    )
     assert "targetFilters" not in filtered["wordAlignOn"][0]
     assert [row["sourceRefs"] for row in export(api, filtered["id"])] == [["MAT:1"], ["MAT:3"]]
     owner.post(f"{WA}/{engine_id}/current-build/cancel")
