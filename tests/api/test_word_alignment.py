@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -14,6 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from serval.inference.v1 import node_pb2
 from serval.translation.v1 import engine_pb2 as translation_pb2
 from serval.translation.v1 import engine_pb2_grpc as translation_pb2_grpc
 from serval.word_alignment.v1 import common_pb2, engine_pb2, engine_pb2_grpc, platform_pb2, platform_pb2_grpc
@@ -23,6 +25,7 @@ from serval_api.service.files import model_store
 from serval_common.jobs import WORD_ALIGN_INPUT
 from tests.api.conftest import RunningApi, create_engine
 from tests.api.test_build_export import ENG_MAT, SWH_MAT, corpus, text
+from tests.api.test_node_protocol import ScriptedNode, new_node_token
 
 WA = "/word-alignment/engines"
 
@@ -582,3 +585,81 @@ def test_webhook_events_are_word_alignment_events(api: RunningApi, owner: httpx.
         f"/word-alignment/engines/{engine_id}/builds/{build['id']}"
     )
     assert finished["payload"]["engine"]["url"].endswith(f"/word-alignment/engines/{engine_id}")
+
+
+def test_align_is_served_by_a_node_of_the_statistical_family(api: RunningApi, owner: httpx.Client) -> None:
+    """A node that claims `statistical` in Hello gets the pair (an nmt-only node never does), loads
+    the engine's revision, and its WordAlignmentResult is the answer, over REST and gRPC."""
+    engine_id = wa_engine(owner)["id"]
+    job = Job(api, start(owner, engine_id, {"trainOn": [], "wordAlignOn": []}))
+    job.started()
+    job.completed()
+    token = new_node_token(api)
+    aligner, translator = ScriptedNode(api.grpc_target, token), ScriptedNode(api.grpc_target, token)
+    families = {"aligner": [node_pb2.ENGINE_FAMILY_STATISTICAL], "translator": [node_pb2.ENGINE_FAMILY_NMT]}
+    try:
+        for node, node_id in ((aligner, "aligner"), (translator, "translator")):
+            node.send(
+                hello=node_pb2.Hello(
+                    protocol_version=node_pb2.PROTOCOL_VERSION_1,
+                    node_id=node_id,
+                    device=node_pb2.DeviceInfo(kind="cpu", compute_type="int8"),
+                    free_slots=4,
+                    slots=4,
+                    families=families[node_id],
+                )
+            )
+            assert node.read().HasField("welcome")
+            node.keep_alive()
+        pair = {"sourceSegment": "In the beginning", "targetSegment": "Hapo mwanzo"}
+        result = engine_pb2.WordAlignmentResult(
+            source_tokens=["In", "the", "beginning"],
+            target_tokens=["Hapo", "mwanzo"],
+            alignment=[common_pb2.AlignedWordPair(source_index=2, target_index=1, score=0.75)],
+        )
+        stub = engine_pb2_grpc.WordAlignmentEngineApiStub(api.channel)
+        key = (("x-api-key", api.api_key(scopes=ALL_SCOPES)),)
+        request = engine_pb2.GetWordAlignmentRequest(
+            engine_type="Statistical", engine_id=engine_id, source_segment="a b", target_segment="x"
+        )
+        with ThreadPoolExecutor(2) as pool:
+            answer = pool.submit(owner.post, f"{WA}/{engine_id}/align", json=pair)
+            load = aligner.read().load_model.model
+            assert (load.engine_id, load.revision) == (engine_id, 1)
+            aligner.send(model_status=node_pb2.ModelStatus(model=load, state=node_pb2.MODEL_STATE_READY))
+            item = aligner.read().work
+            assert (item.align.source_segment, item.align.target_segment) == (
+                pair["sourceSegment"],
+                pair["targetSegment"],
+            )
+            aligner.send(result=node_pb2.WorkResult(request_id=item.request_id, alignment=result))
+            response = answer.result(timeout=30)
+
+            over_grpc = pool.submit(stub.GetWordAlignment.with_call, request, metadata=key)
+            item = aligner.read().work
+            assert item.align.source_segment == "a b"
+            aligner.send(result=node_pb2.WorkResult(request_id=item.request_id, alignment=result))
+            reply, call = over_grpc.result(timeout=30)
+        assert response.status_code == 200, response.text
+        assert response.headers["X-Model-Revision"] == "1"
+        assert response.json() == {
+            "sourceTokens": ["In", "the", "beginning"],
+            "targetTokens": ["Hapo", "mwanzo"],
+            "alignment": [{"sourceIndex": 2, "targetIndex": 1, "score": 0.75}],
+        }
+        assert reply.result == result
+        assert ("x-model-revision", "1") in call.trailing_metadata()
+        assert all(not message.HasField("work") for message in _drained(translator))
+    finally:
+        aligner.close()
+        translator.close()
+
+
+def _drained(node: ScriptedNode) -> list[Any]:
+    """What the node was sent and the test has not read."""
+    messages = []
+    while not node.inbox.empty():
+        message = node.inbox.get()
+        if not isinstance(message, grpc.RpcError):
+            messages.append(message)
+    return messages
