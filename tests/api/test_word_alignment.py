@@ -663,3 +663,44 @@ def _drained(node: ScriptedNode) -> list[Any]:
         if not isinstance(message, grpc.RpcError):
             messages.append(message)
     return messages
+
+
+def test_platform_build_reports(api: RunningApi, owner: httpx.Client) -> None:
+    """The build RPCs WordAlignmentPlatformApi shares with TranslationPlatformApi, on a word-alignment
+    build: a restart drops the rows streamed so far, a fault keeps the current model's rows."""
+    engine_id, pc_id = bible_engine(owner)
+    rows_url = f"{WA}/{engine_id}/corpora/{pc_id}/word-alignments"
+    first = start(owner, engine_id)
+    job = Job(api, first)
+    job.started()
+    pairs = export(api, first["id"])
+    job.insert(pairs)
+    job.stub.BuildRestarting(platform_pb2.BuildRestartingRequest(build_id=first["id"]), metadata=job.metadata)
+    assert owner.get(f"{WA}/{engine_id}/builds/{first['id']}").json()["state"] == "Pending"
+    assert stored_word_alignments(api) == 0, "a restarted build sends its rows again"
+    job.started()
+    job.insert(pairs)
+    job.stub.IncrementEngineCorpusSize(
+        platform_pb2.IncrementEngineCorpusSizeRequest(engine_id=engine_id, count=2), metadata=job.metadata
+    )
+    assert owner.get(f"{WA}/{engine_id}").json()["corpusSize"] == 2
+    job.completed()
+    assert len(owner.get(rows_url).json()) == 2
+
+    faulted = start(owner, engine_id)
+    job = Job(api, faulted)
+    job.started()
+    job.insert(pairs[:1])
+    job.stub.BuildFaulted(
+        platform_pb2.BuildFaultedRequest(build_id=faulted["id"], message="aligner crashed"),
+        metadata=job.metadata,
+    )
+    build = owner.get(f"{WA}/{engine_id}/builds/{faulted['id']}").json()
+    assert (build["state"], build["message"]) == ("Faulted", "aligner crashed")
+    assert len(owner.get(rows_url).json()) == 2 and stored_word_alignments(api) == 2
+
+    canceled = start(owner, engine_id)
+    job = Job(api, canceled)
+    job.stub.BuildCanceled(platform_pb2.BuildCanceledRequest(build_id=canceled["id"]), metadata=job.metadata)
+    assert owner.get(f"{WA}/{engine_id}/builds/{canceled['id']}").json()["state"] == "Canceled"
+    assert owner.get(f"{WA}/{engine_id}").json()["modelRevision"] == 1
