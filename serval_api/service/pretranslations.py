@@ -174,9 +174,8 @@ async def insert_rows(
         return 0
     if batch:
         await _write(services, table, engine_id, build_id, batch, replace=count == len(batch))
-    log.info(
-        f"{table.__tablename__} stored", extra={"engine_id": engine_id, "build_id": build_id, "rows": count}
-    )
+    extra = {"engine_id": engine_id, "build_id": build_id, "rows": count, "table": table.__tablename__}
+    log.info("build rows stored", extra=extra)
     return count
 
 
@@ -286,8 +285,14 @@ async def _delete(services: Services, build: Build, table: ResultTable, query: D
         removed = (await s.execute(query)).rowcount  # type: ignore[attr-defined]
     if removed:
         log.info(
-            f"{table.__tablename__} removed",
-            extra={"engine_id": build.engine_id, "build_id": build.id, "state": build.state, "rows": removed},
+            "build rows removed",
+            extra={
+                "engine_id": build.engine_id,
+                "build_id": build.id,
+                "state": build.state,
+                "rows": removed,
+                "table": table.__tablename__,
+            },
         )
 
 
