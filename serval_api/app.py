@@ -17,6 +17,8 @@ from grpc_reflection.v1alpha import reflection
 from serval.admin.v1 import admin_pb2_grpc
 from serval.inference.v1 import node_pb2_grpc
 from serval.translation.v1 import engine_pb2_grpc, platform_pb2_grpc
+from serval.word_alignment.v1 import engine_pb2_grpc as word_alignment_engine_pb2_grpc
+from serval.word_alignment.v1 import platform_pb2_grpc as word_alignment_platform_pb2_grpc
 from serval_api.builds.factory import launcher_from_settings
 from serval_api.builds.launcher import JobLauncher
 from serval_api.builds.recovery import recover_builds
@@ -27,6 +29,8 @@ from serval_api.grpc.calls import UndecodableRequests
 from serval_api.grpc.engine_api import TranslationEngineApi
 from serval_api.grpc.health import SERVICE_NAMES, add_health_services
 from serval_api.grpc.platform_api import TranslationPlatformApi
+from serval_api.grpc.word_alignment_api import WordAlignmentEngineApi
+from serval_api.grpc.word_alignment_platform_api import WordAlignmentPlatformApi
 from serval_api.metrics import ApiMetrics, GrpcMetricsInterceptor
 from serval_api.rest.app import create_app
 from serval_api.routing.dispatcher import Dispatcher
@@ -143,6 +147,12 @@ class ApiService:
         admin_pb2_grpc.add_AdminApiServicer_to_server(AdminApi(services), server)
         platform_pb2_grpc.add_TranslationPlatformApiServicer_to_server(
             TranslationPlatformApi(services), server
+        )
+        word_alignment_engine_pb2_grpc.add_WordAlignmentEngineApiServicer_to_server(
+            WordAlignmentEngineApi(services), server
+        )
+        word_alignment_platform_pb2_grpc.add_WordAlignmentPlatformApiServicer_to_server(
+            WordAlignmentPlatformApi(services), server
         )
         node_pb2_grpc.add_InferenceNodeApiServicer_to_server(
             NodeApiServicer(registry, settings, verify_token, DatabaseNodeRecords(db)), server

@@ -8,16 +8,21 @@ from __future__ import annotations
 API = "/api/v1"
 
 
-def engine_url(base_url: str, engine_id: str) -> str:
-    return f"{base_url}{API}/translation/engines/{engine_id}"
+def engine_url(base_url: str, engine_id: str, *, word_alignment: bool = False) -> str:
+    """`word_alignment`: the engine is a word-alignment engine, under `/word-alignment/engines`."""
+    kind = "word-alignment" if word_alignment else "translation"
+    return f"{base_url}{API}/{kind}/engines/{engine_id}"
 
 
-def build_url(base_url: str, engine_id: str, build_id: str) -> str:
-    return f"{engine_url(base_url, engine_id)}/builds/{build_id}"
+def build_url(base_url: str, engine_id: str, build_id: str, *, word_alignment: bool = False) -> str:
+    return f"{engine_url(base_url, engine_id, word_alignment=word_alignment)}/builds/{build_id}"
 
 
-def parallel_corpus_url(base_url: str, engine_id: str, parallel_corpus_id: str) -> str:
-    return f"{engine_url(base_url, engine_id)}/parallel-corpora/{parallel_corpus_id}"
+def parallel_corpus_url(
+    base_url: str, engine_id: str, parallel_corpus_id: str, *, word_alignment: bool = False
+) -> str:
+    engine = engine_url(base_url, engine_id, word_alignment=word_alignment)
+    return f"{engine}/parallel-corpora/{parallel_corpus_id}"
 
 
 def engine_corpus_url(base_url: str, engine_id: str, corpus_id: str) -> str:

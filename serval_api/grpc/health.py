@@ -14,6 +14,8 @@ from serval_api.service import Services, status
 SERVICE_NAMES = (
     "serval.translation.v1.TranslationEngineApi",
     "serval.translation.v1.TranslationPlatformApi",
+    "serval.word_alignment.v1.WordAlignmentEngineApi",
+    "serval.word_alignment.v1.WordAlignmentPlatformApi",
     "serval.inference.v1.InferenceNodeApi",
 )
 

@@ -31,6 +31,8 @@ from serval_api.rest import (
     pretranslations,
     status,
     translation,
+    word_alignment,
+    word_alignment_builds,
 )
 from serval_api.service import Services
 from serval_common.redact import error_reference
@@ -58,6 +60,8 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
     app.include_router(engine_corpora.router)
     app.include_router(pretranslations.router)
     app.include_router(hooks.router)
+    app.include_router(word_alignment.router)
+    app.include_router(word_alignment_builds.router)
     app.add_middleware(InternalErrors)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
     if api_metrics is not None:

@@ -57,7 +57,7 @@ class TrainingCorpus(PretranslateCorpus):
 def training_entries(configs: Sequence[TrainingCorpusConfig] | None) -> list[TrainingEntry] | None:
     if configs is None:
         return None
-    return [TrainingEntry(**_common(c), target_filters=_filters(c.target_filters)) for c in configs]
+    return [TrainingEntry(**_common(c), target_filters=corpus_filters(c.target_filters)) for c in configs]
 
 
 def pretranslate_entries(
@@ -72,11 +72,11 @@ def _common(config: PretranslateCorpusConfig) -> dict[str, Any]:
         "parallel_corpus_id": config.parallel_corpus_id,
         "text_ids": None if config.text_ids is None else tuple(config.text_ids),
         "scripture_range": config.scripture_range,
-        "source_filters": _filters(config.source_filters),
+        "source_filters": corpus_filters(config.source_filters),
     }
 
 
-def _filters(configs: Sequence[ParallelCorpusFilterConfig] | None) -> tuple[CorpusFilter, ...] | None:
+def corpus_filters(configs: Sequence[ParallelCorpusFilterConfig] | None) -> tuple[CorpusFilter, ...] | None:
     if configs is None:
         return None
     return tuple(
@@ -98,7 +98,7 @@ def training_corpora(
     return [
         TrainingCorpus(
             **_links(base_url, engine_id, e),
-            target_filters=_filter_links(base_url, e.target_filters),
+            target_filters=filter_links(base_url, e.target_filters),
         )
         for e in entries
     ]
@@ -126,11 +126,11 @@ def _links(base_url: str, engine_id: str, entry: PretranslateEntry | TrainingEnt
             id=entry.parallel_corpus_id,
             url=parallel_corpus_url(base_url, engine_id, entry.parallel_corpus_id),
         ),
-        "source_filters": _filter_links(base_url, entry.source_filters),
+        "source_filters": filter_links(base_url, entry.source_filters),
     }
 
 
-def _filter_links(base_url: str, filters: Sequence[CorpusFilter] | None) -> list[ParallelCorpusFilter] | None:
+def filter_links(base_url: str, filters: Sequence[CorpusFilter] | None) -> list[ParallelCorpusFilter] | None:
     if filters is None:
         return None
     return [

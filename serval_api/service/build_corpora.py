@@ -9,7 +9,8 @@ its own texts (the corpora they leave out take no part).
 A client's `corpusId` is Serval's older name, and here it also keeps its earlier meaning: one
 that names no engine corpus but a parallel corpus of the engine is that parallel corpus.
 `resolve` settles this when the build starts, so a stored entry's `corpus_id` is always an
-engine corpus. Builds store `dump`'s output in `builds.train_on` / `builds.pretranslate`.
+engine corpus. Builds store `dump`'s output in `builds.train_on` / `builds.pretranslate` (a
+word-alignment build's `wordAlignOn` entries, `WordAlignEntry`, take the `pretranslate` slot).
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ class PretranslateEntry(_Entry):
 
 
 class TrainingEntry(_Entry):
+    target_filters: tuple[CorpusFilter, ...] | None = None
+
+    def side_filters(self) -> dict[str, tuple[CorpusFilter, ...] | None]:
+        return {"sourceFilters": self.source_filters, "targetFilters": self.target_filters}
+
+
+class WordAlignEntry(_Entry):
+    """A parallel corpus of a word-alignment engine to align (`wordAlignOn`): the pairs of its
+    chosen source and target texts that both have a segment. Stored in `builds.pretranslate`, the
+    build's inference slot."""
+
     target_filters: tuple[CorpusFilter, ...] | None = None
 
     def side_filters(self) -> dict[str, tuple[CorpusFilter, ...] | None]:
@@ -137,3 +149,7 @@ def load_training(stored: Sequence[Any] | None) -> list[TrainingEntry] | None:
 
 def load_pretranslate(stored: Sequence[Any] | None) -> list[PretranslateEntry] | None:
     return None if stored is None else [PretranslateEntry.model_validate(e) for e in stored]
+
+
+def load_word_align(stored: Sequence[Any] | None) -> list[WordAlignEntry] | None:
+    return None if stored is None else [WordAlignEntry.model_validate(e) for e in stored]

@@ -19,11 +19,11 @@ from serval_api.builds.launcher import JobSpec, LaunchRefused
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, ServalError, Timeout, Unavailable
 from serval_api.service import build_corpora, corpus_export, limits, pretranslations, revisions
-from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry
+from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry, WordAlignEntry
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
 from serval_api.service.deployment import service_version
-from serval_api.service.engines import owned_engine
+from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
 from serval_api.service.files import model_store
 from serval_api.service.keys import hash_secret, new_id
 from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES, enqueue_build_events
@@ -51,10 +51,14 @@ async def start_build(
     options: dict[str, Any] | None = None,
     build_id: str | None = None,
     catalog: list[corpus_export.ParallelSource] | None = None,
+    word_align_on: list[WordAlignEntry] | None = None,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> Build:
     """Omitted `train_on` trains on all the engine's parallel corpora and engine corpora (none:
     inference-only); empty `train_on` is an inference-only build. `catalog` (gRPC) holds the corpora
-    the request carries, which the entries then name instead of the engine's stored ones."""
+    the request carries, which the entries then name instead of the engine's stored ones.
+    `word_align_on` (a word-alignment engine's build, `types` the word-alignment types) takes the
+    place of `pretranslate`: omitted, every parallel corpus is aligned; empty, none."""
     caller.require(UPDATE_ENGINES)
     limits.optional_text("name", name, limits.NAME_CHARS)
     if build_id is not None:
@@ -62,10 +66,11 @@ async def start_build(
     max_items = services.settings.api.max_list_items
     build_corpora.check("trainOn", train_on, max_items)
     build_corpora.check("pretranslate", pretranslate, max_items)
+    build_corpora.check("wordAlignOn", word_align_on, max_items)
     # Cheap refusals before the plan reads (and downloads) every corpus; the transaction below
     # checks again and is what counts.
     async with services.db.session() as s:
-        engine_type = (await owned_engine(s, caller, engine_id)).type
+        engine_type = (await owned_engine(s, caller, engine_id, types=types)).type
         if await _running_build(s, engine_id) is not None:
             raise Conflict(f"engine {engine_id} already has a build pending or running")
         if build_id is not None and await s.get(Build, build_id) is not None:
@@ -74,13 +79,20 @@ async def start_build(
     if isinstance(parsed, BuildOptions) and parsed.base_model is not None:
         await _check_base_model(services, parsed.base_model)
     plan = await corpus_export.plan_build(
-        services, caller, engine_id, train_on=train_on, pretranslate=pretranslate, catalog=catalog
+        services,
+        caller,
+        engine_id,
+        train_on=train_on,
+        pretranslate=pretranslate,
+        catalog=catalog,
+        word_align_on=word_align_on,
+        types=types,
     )
     token = secrets.token_urlsafe(32)
     now = utcnow()
     try:
         async with services.db.session() as s:
-            engine = await owned_engine(s, caller, engine_id, lock=True)
+            engine = await owned_engine(s, caller, engine_id, lock=True, types=types)
             if await _running_build(s, engine_id) is not None:
                 raise Conflict(f"engine {engine_id} already has a build pending or running")
             if build_id is not None and await s.get(Build, build_id) is not None:
@@ -94,7 +106,9 @@ async def start_build(
                 state=BuildState.PENDING.value,
                 step=0,
                 train_on=build_corpora.dump(plan.train_on),
-                pretranslate=build_corpora.dump(plan.pretranslate),
+                pretranslate=build_corpora.dump(
+                    plan.pretranslate if plan.word_align_rows is None else plan.word_align_on
+                ),
                 options=options,
                 target_model_revision=revisions.take_revision(engine),
                 job_token_hash=hash_secret(token),
@@ -189,13 +203,19 @@ async def _check_base_model(services: Services, name: str) -> None:
 
 
 async def get_build(
-    services: Services, caller: Caller, engine_id: str, build_id: str, *, min_revision: int | None = None
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    build_id: str,
+    *,
+    min_revision: int | None = None,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> Build:
     caller.require(READ_ENGINES)
 
     async def read() -> Build:
         async with services.db.session() as s:
-            await owned_engine(s, caller, engine_id)
+            await owned_engine(s, caller, engine_id, types=types)
             build = await s.get(Build, build_id) if limits.can_be_id(build_id) else None
             if build is None or build.engine_id != engine_id:
                 raise NotFound(f"build {limits.shown(build_id)} not found")
@@ -206,16 +226,23 @@ async def get_build(
     )
 
 
-async def list_builds(services: Services, caller: Caller, engine_id: str) -> list[Build]:
+async def list_builds(
+    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> list[Build]:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
-        await owned_engine(s, caller, engine_id)
+        await owned_engine(s, caller, engine_id, types=types)
         query = select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created, Build.id)
         return list((await s.scalars(query)).all())
 
 
 async def current_build(
-    services: Services, caller: Caller, engine_id: str, *, min_revision: int | None = None
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    *,
+    min_revision: int | None = None,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> Build | None:
     """The Pending/Active build, or None. With `min_revision`, the engine's latest build counts
     too once it has reached that revision, so a poller sees the outcome of a build that finished
@@ -224,7 +251,7 @@ async def current_build(
 
     async def read() -> Build | None:
         async with services.db.session() as s:
-            await owned_engine(s, caller, engine_id)
+            await owned_engine(s, caller, engine_id, types=types)
             build = await _running_build(s, engine_id)
             if build is None and min_revision is not None:
                 latest = await _latest_build(s, engine_id)
@@ -240,10 +267,12 @@ async def current_build(
     )
 
 
-async def cancel_current_build(services: Services, caller: Caller, engine_id: str) -> Build | None:
+async def cancel_current_build(
+    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> Build | None:
     caller.require(UPDATE_ENGINES)
     async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id, lock=True)
+        engine = await owned_engine(s, caller, engine_id, lock=True, types=types)
         build = await _running_build(s, engine_id, lock=True)
         if build is None:
             return None

@@ -7,11 +7,12 @@ from functools import cached_property
 from typing import Protocol
 
 from serval.translation.v1 import engine_pb2
+from serval.word_alignment.v1 import engine_pb2 as alignment_pb2
 from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
 from serval_api.routing.fleet import Fleet
-from serval_api.routing.work import Served, TranslateWork, WordGraphWork
+from serval_api.routing.work import AlignWork, Served, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
 from serval_api.service.lookups import Lookups
 from serval_common.settings import Settings
@@ -27,6 +28,10 @@ class TranslationDispatcher(Protocol):
     async def word_graph(
         self, work: WordGraphWork, *, request_id: str, timeout_s: float
     ) -> Served[engine_pb2.WordGraph]: ...
+
+    async def align(
+        self, work: AlignWork, *, request_id: str, timeout_s: float
+    ) -> Served[alignment_pb2.WordAlignmentResult]: ...
 
     def queue_size(self) -> int: ...
 

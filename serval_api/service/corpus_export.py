@@ -6,7 +6,9 @@ job reads.
 as a parallel corpus its source corpora with its target corpora; `write_build_files` puts the
 result in the model store: `builds/{buildId}/train.src.txt` and `train.trg.txt` (one segment a
 line, paired by line) and `builds/{buildId}/pretranslate.src.json`, whose rows carry the id of
-the parallel corpus or engine corpus they came from as `corpusId`.
+the parallel corpus or engine corpus they came from as `corpusId`. A word-alignment engine's build
+writes `builds/{buildId}/word-align.json` (`WORD_ALIGN_INPUT`) instead of pretranslations: the
+sentence pairs of its `wordAlignOn` corpora (omitted: all its parallel corpora) to align.
 
 Segments are keyed by (textId, ref). A Text file's ref is `{textId}:{lineNumber}` (1-based);
 a Paratext zip's text ids are book ids and its refs verse references (`MAT 1:1`), read with
@@ -24,21 +26,23 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import Caller
-from serval_api.db.models import Corpus, DataFile, Engine
+from serval_api.db.models import Corpus, DataFile, Engine, EngineType
 from serval_api.errors import InvalidArgument, concealed
 from serval_api.service import build_corpora, limits, train_segments
-from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry
+from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry, WordAlignEntry
 from serval_api.service.context import Services
 from serval_api.service.engine_corpora import engine_corpora_of
-from serval_api.service.engines import owned_engine
+from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
 from serval_api.service.files import FileFormat, contents_key, model_store
 from serval_api.service.parallel_corpora import engine_parallel_corpora
+from serval_common.jobs import WORD_ALIGN_INPUT
 from serval_common.languages import resolve_language
 from serval_common.store import ModelStore, StoreError
 
@@ -114,8 +118,19 @@ class ExportPlan:
     """Per corpus, its whole target side for quotation-mark detection (`build_jobs.quotes`)."""
     train_on: list[TrainingEntry] | None = None
     pretranslate: list[PretranslateEntry] | None = None
+    word_align_rows: list[dict[str, Any]] | None = None
+    """A word-alignment build's pairs to align (`WORD_ALIGN_INPUT`); None for a translation build."""
+    word_align_on: list[WordAlignEntry] | None = None
 
     def execution_data(self, engine: Engine) -> dict[str, Any]:
+        if self.word_align_rows is not None:
+            return {
+                "trainCount": len(self.pairs),
+                "wordAlignCount": len(self.word_align_rows),
+                "warnings": self.warnings,
+                "engineSourceLanguageTag": engine.source_language,
+                "engineTargetLanguageTag": engine.target_language,
+            }
         return {
             "trainCount": len(self.pairs),
             "trainSegmentCount": self.train_segment_count,
@@ -158,12 +173,15 @@ async def plan_build(
     train_on: list[TrainingEntry] | None,
     pretranslate: list[PretranslateEntry] | None,
     catalog: list[ParallelSource] | None = None,
+    word_align_on: list[WordAlignEntry] | None = None,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> ExportPlan:
     """`train_on` / `pretranslate` name corpora of the engine's stored ones, or of `catalog`: the
     corpora a gRPC `StartBuild` carries, which then stand in for the stored ones. The plan carries
-    both resolved (`build_corpora.resolve`)."""
+    both resolved (`build_corpora.resolve`). A word-alignment engine's plan has `word_align_rows`
+    (`plan_word_align`)."""
     async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id)
+        engine = await owned_engine(s, caller, engine_id, types=types)
         if catalog is None:
             catalog = await _stored_catalog(s, engine_id)
         else:
@@ -178,7 +196,63 @@ async def plan_build(
     corpora = _chosen(catalog, train_on, pretranslate)
     store = model_store(services.settings)
     plan = await asyncio.to_thread(_collect, store, corpora, engine, segment_pairs)
-    return replace(plan, train_on=train_on, pretranslate=pretranslate)
+    plan = replace(plan, train_on=train_on, pretranslate=pretranslate)
+    if EngineType(engine.type).is_word_alignment:
+        plan = await plan_word_align(store, plan, catalog, word_align_on)
+    return plan
+
+
+async def plan_word_align(
+    store: ModelStore,
+    plan: ExportPlan,
+    catalog: list[ParallelSource],
+    word_align_on: list[WordAlignEntry] | None,
+) -> ExportPlan:
+    """`plan` with the sentence pairs to align: those of the `word_align_on` entries (None: every
+    parallel corpus of `catalog`, as Serval does; empty: none). The plan keeps `word_align_on` as
+    resolved, None staying None as an omitted `trainOn` does."""
+    known = [pc.id for pc in catalog if pc.kind == PARALLEL_CORPUS]
+    resolved = build_corpora.resolve(
+        "wordAlignOn", word_align_on, parallel_corpus_ids=known, engine_corpus_ids=()
+    )
+    entries = [WordAlignEntry(parallel_corpus_id=pc_id) for pc_id in known] if resolved is None else resolved
+    rows = await asyncio.to_thread(_word_align_rows, store, catalog, entries)
+    return replace(plan, word_align_rows=rows, word_align_on=resolved)
+
+
+def _chosen_texts(chosen: dict[str, TextFilter | None], corpus: MonolingualSource) -> TextFilter | None:
+    return chosen.get(corpus.id)
+
+
+def _word_align_rows(
+    store: ModelStore, catalog: list[ParallelSource], entries: list[WordAlignEntry]
+) -> list[dict[str, Any]]:
+    """Blocking: per entry, the pairs of its chosen texts with a non-empty segment on both sides."""
+    by_id = {pc.id: pc for pc in catalog if pc.kind == PARALLEL_CORPUS}
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="serval-export-") as tmp:
+        reader = _FileReader(store, Path(tmp))
+        for i, entry in enumerate(entries):
+            pc = by_id[entry.parallel_corpus_id or ""]
+            indexed = (i, entry)
+            sides = {}
+            for side, corpora in (("sourceFilters", pc.source), ("targetFilters", pc.target)):
+                chosen = _entry_filters("wordAlignOn", indexed, side, [c.id for c in corpora])
+                sides[side] = _segments(reader, corpora, partial(_chosen_texts, chosen))
+            target = sides["targetFilters"]
+            rows.extend(
+                {
+                    "corpusId": pc.id,
+                    "textId": row.text_id,
+                    "sourceRefs": [row.ref],
+                    "targetRefs": [key[1]],
+                    "source": _one_line(row.text),
+                    "target": _one_line(target[key].text),
+                }
+                for key, row in sides["sourceFilters"].items()
+                if key in target
+            )
+    return rows
 
 
 async def write_build_files(services: Services, build_id: str, plan: ExportPlan) -> None:
@@ -195,6 +269,9 @@ async def write_build_files(services: Services, build_id: str, plan: ExportPlan)
     if plan.target_texts:
         texts = json.dumps(plan.target_texts, ensure_ascii=False).encode()
         await asyncio.to_thread(store.write_bytes, f"{prefix}/target-texts.json", texts)
+    if plan.word_align_rows is not None:
+        pairs = json.dumps(plan.word_align_rows, ensure_ascii=False).encode()
+        await asyncio.to_thread(store.write_bytes, f"{prefix}/{WORD_ALIGN_INPUT}", pairs)
     log.info(
         "build files written",
         extra={
@@ -345,7 +422,7 @@ def _chosen(
 
 def _entry_filters(
     field_name: str,
-    indexed: tuple[int, TrainingEntry | PretranslateEntry] | None,
+    indexed: tuple[int, TrainingEntry | PretranslateEntry | WordAlignEntry] | None,
     side: str,
     corpus_ids: list[str],
 ) -> dict[str, TextFilter | None]:

@@ -13,11 +13,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
-from serval_api.db.models import Corpus, ParallelCorpus, utcnow
+from serval_api.db.models import Corpus, EngineType, ParallelCorpus, utcnow
 from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import limits
 from serval_api.service.context import Services
-from serval_api.service.engines import owned_engine
+from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
 from serval_api.service.keys import new_id
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,13 @@ async def _check_corpora(
 
 
 async def owned_parallel_corpus(
-    s: AsyncSession, caller: Caller, engine_id: str, pc_id: str
+    s: AsyncSession,
+    caller: Caller,
+    engine_id: str,
+    pc_id: str,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> ParallelCorpus:
-    await owned_engine(s, caller, engine_id)
+    await owned_engine(s, caller, engine_id, types=types)
     pc = await s.get(ParallelCorpus, pc_id) if limits.can_be_id(pc_id) else None
     if pc is None or pc.engine_id != engine_id:
         raise NotFound(f"parallel corpus {limits.shown(pc_id)} not found")
@@ -54,11 +58,12 @@ async def create_parallel_corpus(
     source_corpus_ids: list[str],
     target_corpus_ids: list[str],
     name: str | None = None,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> ParallelCorpus:
     caller.require(UPDATE_ENGINES)
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
-        await owned_engine(s, caller, engine_id)
+        await owned_engine(s, caller, engine_id, types=types)
         pc = ParallelCorpus(
             id=new_id(),
             engine_id=engine_id,
@@ -73,10 +78,12 @@ async def create_parallel_corpus(
     return pc
 
 
-async def list_parallel_corpora(services: Services, caller: Caller, engine_id: str) -> list[ParallelCorpus]:
+async def list_parallel_corpora(
+    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> list[ParallelCorpus]:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
-        await owned_engine(s, caller, engine_id)
+        await owned_engine(s, caller, engine_id, types=types)
         return await engine_parallel_corpora(s, engine_id)
 
 
@@ -90,11 +97,15 @@ async def engine_parallel_corpora(s: AsyncSession, engine_id: str) -> list[Paral
 
 
 async def get_parallel_corpus(
-    services: Services, caller: Caller, engine_id: str, pc_id: str
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    pc_id: str,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> ParallelCorpus:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
-        return await owned_parallel_corpus(s, caller, engine_id, pc_id)
+        return await owned_parallel_corpus(s, caller, engine_id, pc_id, types)
 
 
 async def update_parallel_corpus(
@@ -106,11 +117,12 @@ async def update_parallel_corpus(
     source_corpus_ids: list[str] | None = None,
     target_corpus_ids: list[str] | None = None,
     name: str | None = None,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> ParallelCorpus:
     caller.require(UPDATE_ENGINES)
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
-        pc = await owned_parallel_corpus(s, caller, engine_id, pc_id)
+        pc = await owned_parallel_corpus(s, caller, engine_id, pc_id, types)
         if source_corpus_ids is not None:
             pc.source_corpus_ids = await _check_corpora(
                 services, s, caller, "sourceCorpusIds", source_corpus_ids
@@ -124,8 +136,14 @@ async def update_parallel_corpus(
     return pc
 
 
-async def delete_parallel_corpus(services: Services, caller: Caller, engine_id: str, pc_id: str) -> None:
+async def delete_parallel_corpus(
+    services: Services,
+    caller: Caller,
+    engine_id: str,
+    pc_id: str,
+    types: frozenset[EngineType] = TRANSLATION_TYPES,
+) -> None:
     caller.require(UPDATE_ENGINES)
     async with services.db.session() as s:
-        await s.delete(await owned_parallel_corpus(s, caller, engine_id, pc_id))
+        await s.delete(await owned_parallel_corpus(s, caller, engine_id, pc_id, types))
     log.info("parallel corpus deleted", extra={"engine_id": engine_id, "parallel_corpus_id": pc_id})

@@ -6,7 +6,9 @@ corpus, or an engine corpus of Serval's older API) and is
 tagged with its build and the build's target model revision. Clients see the rows of the build
 that made the engine's current `modelRevision`, so a build's rows appear together when it
 completes; its completion removes every other build's rows for the engine, and a build that
-faults, is canceled or restarts loses its own.
+faults, is canceled or restarts loses its own. A word-alignment build's rows
+(`word_alignment.py`) arrive, and follow its revisions, the same way: `insert_rows`,
+`build_finished` and `discard` serve both tables.
 """
 
 from __future__ import annotations
@@ -17,18 +19,18 @@ import logging
 import math
 import tempfile
 import zipfile
-from collections.abc import AsyncIterable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Delete, delete, select
 from sqlalchemy import insert as sql_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, Pretranslation
+from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, Pretranslation, WordAlignment
 from serval_api.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -53,6 +55,19 @@ log = logging.getLogger(__name__)
 
 INSERT_BATCH = 500
 """Rows written per transaction while a stream arrives."""
+
+ResultTable = type[Pretranslation] | type[WordAlignment]
+"""The tables of rows a build job streams back for its build's model revision."""
+
+RESULT_TABLES: tuple[ResultTable, ...] = (Pretranslation, WordAlignment)
+
+
+class StreamedRow(Protocol):
+    @property
+    def engine_id(self) -> str: ...
+
+
+R = TypeVar("R", bound=StreamedRow)
 
 
 @dataclass(frozen=True)
@@ -122,7 +137,18 @@ class _Projects:
 
 
 async def insert(services: Services, token: str | None, rows: AsyncIterable[PretranslationRow]) -> int:
-    """Store a job's stream of rows, `INSERT_BATCH` per transaction. The job token must belong to
+    return await insert_rows(services, token, rows, Pretranslation, _validated)
+
+
+async def insert_rows(
+    services: Services,
+    token: str | None,
+    rows: AsyncIterable[R],
+    table: ResultTable,
+    validate: Callable[[R, str, int, int], dict[str, Any]],
+) -> int:
+    """Store a job's stream of rows into `table`, `INSERT_BATCH` per transaction, each row made a
+    column dict by `validate(row, engine_id, index, max_items)`. The job token must belong to
     a build of the first row's engine, and that build must still be Pending or Active. A stream
     replaces the rows the build's earlier streams stored: a job re-sends its whole stream after a
     transient failure, which may have come after some batches, or all of them, were stored."""
@@ -139,16 +165,17 @@ async def insert(services: Services, token: str | None, rows: AsyncIterable[Pret
             if not limits.can_be_id(engine_id):
                 raise PermissionDenied(f"the job token is not valid for engine {limits.shown(engine_id)}")
             build_id = await authorize_job_for_engine(services, engine_id, token)
-        batch.append(_validated(row, engine_id, count, max_items))
+        batch.append(validate(row, engine_id, count, max_items))
         count += 1
         if len(batch) >= INSERT_BATCH:
-            await _write(services, engine_id, build_id, batch, replace=count == len(batch))
+            await _write(services, table, engine_id, build_id, batch, replace=count == len(batch))
             batch = []
     if build_id is None:
         return 0
     if batch:
-        await _write(services, engine_id, build_id, batch, replace=count == len(batch))
-    log.info("pretranslations stored", extra={"engine_id": engine_id, "build_id": build_id, "rows": count})
+        await _write(services, table, engine_id, build_id, batch, replace=count == len(batch))
+    extra = {"engine_id": engine_id, "build_id": build_id, "rows": count, "table": table.__tablename__}
+    log.info("build rows stored", extra=extra)
     return count
 
 
@@ -181,7 +208,13 @@ def _validated(row: PretranslationRow, engine_id: str, index: int, max_items: in
 
 
 async def _write(
-    services: Services, engine_id: str, build_id: str, batch: list[dict[str, Any]], *, replace: bool
+    services: Services,
+    table: ResultTable,
+    engine_id: str,
+    build_id: str,
+    batch: list[dict[str, Any]],
+    *,
+    replace: bool,
 ) -> None:
     """`replace`: the stream's first batch, which first deletes the build's earlier rows."""
     async with services.db.session() as s:
@@ -191,11 +224,12 @@ async def _write(
         build = await s.get(Build, build_id, with_for_update=True)
         if build is None or not build.build_state.is_running:
             state = build.state if build is not None else "gone"
-            raise NotBuilt(f"build {build_id} is {state}; it accepts no more pretranslations")
+            what = table.__tablename__.replace("_", " ")
+            raise NotBuilt(f"build {build_id} is {state}; it accepts no more {what}")
         if replace:
-            await s.execute(delete(Pretranslation).where(Pretranslation.build_id == build_id))
+            await s.execute(delete(table).where(table.build_id == build_id))
         tag = {"engine_id": engine_id, "build_id": build_id, "model_revision": build.target_model_revision}
-        await s.execute(sql_insert(Pretranslation), [{**row, **tag} for row in batch])
+        await s.execute(sql_insert(table), [{**row, **tag} for row in batch])
 
 
 async def store_echo(s: AsyncSession, build: Build, source_rows: list[dict[str, Any]]) -> None:
@@ -230,29 +264,35 @@ async def store_echo(s: AsyncSession, build: Build, source_rows: list[dict[str, 
 
 
 async def build_finished(services: Services, build: Build) -> None:
-    """A completed build's rows replace every other build's rows of the engine; a faulted or
-    canceled build's own rows go."""
+    """A completed build's rows (pretranslations, word alignments) replace every other build's
+    rows of the engine; a faulted or canceled build's own rows go."""
     if build.build_state == BuildState.COMPLETED:
-        query = delete(Pretranslation).where(
-            Pretranslation.engine_id == build.engine_id, Pretranslation.build_id != build.id
-        )
-        await _delete(services, build, query)
+        for table in RESULT_TABLES:
+            query = delete(table).where(table.engine_id == build.engine_id, table.build_id != build.id)
+            await _delete(services, build, table, query)
     elif not build.build_state.is_running:
         await discard(services, build)
 
 
 async def discard(services: Services, build: Build) -> None:
     """Remove the build's own rows (it failed, or restarts and will send them again)."""
-    await _delete(services, build, delete(Pretranslation).where(Pretranslation.build_id == build.id))
+    for table in RESULT_TABLES:
+        await _delete(services, build, table, delete(table).where(table.build_id == build.id))
 
 
-async def _delete(services: Services, build: Build, query: Delete) -> None:
+async def _delete(services: Services, build: Build, table: ResultTable, query: Delete) -> None:
     async with services.db.session() as s:
         removed = (await s.execute(query)).rowcount  # type: ignore[attr-defined]
     if removed:
         log.info(
-            "pretranslations removed",
-            extra={"engine_id": build.engine_id, "build_id": build.id, "state": build.state, "rows": removed},
+            "build rows removed",
+            extra={
+                "engine_id": build.engine_id,
+                "build_id": build.id,
+                "state": build.state,
+                "rows": removed,
+                "table": table.__tablename__,
+            },
         )
 
 

@@ -16,7 +16,7 @@ from serval_api.db.models import EngineType
 from serval_api.db.nodes import count_connected_nodes
 from serval_api.errors import InvalidArgument
 from serval_api.service.context import Services
-from serval_api.service.engines import language, parse_engine_type
+from serval_api.service.engines import TRANSLATION_TYPES, language, parse_engine_type
 from serval_common.languages import LanguageInfo
 from serval_common.redact import redact, secret_values
 from serval_common.store.base import store_from_settings
@@ -159,8 +159,12 @@ def language_info(caller: Caller, engine_type: str, tag: str) -> tuple[str, Lang
     return kind.value, language("language", tag)
 
 
-def queue_size(services: Services, caller: Caller, engine_type: str) -> tuple[str, int]:
-    """Serval's engine-type queue: build jobs waiting to run (echo builds never wait)."""
+def queue_size(
+    services: Services, caller: Caller, engine_type: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> tuple[str, int]:
+    """Serval's engine-type queue: build jobs waiting to run (echo builds never wait). `types`:
+    the engine types of the asking API's kind."""
     caller.require(READ_ENGINES)
-    kind = parse_engine_type(engine_type)
-    return kind.value, services.launcher.queue_depth() if kind is EngineType.NMT else 0
+    kind = parse_engine_type(engine_type, types)
+    waits = kind in (EngineType.NMT, EngineType.STATISTICAL)
+    return kind.value, services.launcher.queue_depth() if waits else 0

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from serval_api.db.models import Build, DeliveryState, Webhook, WebhookDelivery, utcnow
+from serval_api.db.models import Build, DeliveryState, Engine, EngineType, Webhook, WebhookDelivery, utcnow
 from serval_api.service.keys import new_id
 from serval_api.urls import build_url, engine_url
 from serval_api.webhooks.events import WebhookEvent
@@ -20,14 +20,22 @@ WEBHOOK_DELIVERIES = "webhook-deliveries"
 """The change key notified after deliveries are enqueued: it wakes the delivery workers."""
 
 
-def build_events(build: Build, *, was_running: bool, was_started: bool) -> list[WebhookEvent]:
+def build_events(
+    build: Build, *, was_running: bool, was_started: bool, word_alignment: bool = False
+) -> list[WebhookEvent]:
     """The events of one change of `build`: started the first time it gets a start date (a
-    restarted build does not start again), finished when it leaves Pending/Active."""
+    restarted build does not start again), finished when it leaves Pending/Active.
+    `word_alignment`: the build is a word-alignment engine's, whose events are WordAlignment*."""
+    started, finished = (
+        (WebhookEvent.WORD_ALIGNMENT_BUILD_STARTED, WebhookEvent.WORD_ALIGNMENT_BUILD_FINISHED)
+        if word_alignment
+        else (WebhookEvent.TRANSLATION_BUILD_STARTED, WebhookEvent.TRANSLATION_BUILD_FINISHED)
+    )
     events = []
     if not was_started and build.date_started is not None:
-        events.append(WebhookEvent.TRANSLATION_BUILD_STARTED)
+        events.append(started)
     if was_running and not build.build_state.is_running:
-        events.append(WebhookEvent.TRANSLATION_BUILD_FINISHED)
+        events.append(finished)
     return events
 
 
@@ -36,7 +44,11 @@ async def enqueue_build_events(
 ) -> int:
     """Add one delivery per event of this change and hook of the build's owner that wants it;
     returns how many. Call it in the session that changes the build, before it commits."""
-    events = build_events(build, was_running=was_running, was_started=was_started)
+    engine = await s.get(Engine, build.engine_id)
+    word_alignment = engine is not None and EngineType(engine.type).is_word_alignment
+    events = build_events(
+        build, was_running=was_running, was_started=was_started, word_alignment=word_alignment
+    )
     if not events:
         return 0
     hooks = (await s.scalars(select(Webhook).where(Webhook.owner == build.owner).order_by(Webhook.id))).all()
@@ -66,11 +78,12 @@ async def enqueue_build_events(
 
 def event_body(event: WebhookEvent, build: Build, base_url: str) -> str:
     """The JSON text Serval sends for `event`; these exact bytes are signed and POSTed."""
+    wa = event in (WebhookEvent.WORD_ALIGNMENT_BUILD_STARTED, WebhookEvent.WORD_ALIGNMENT_BUILD_FINISHED)
     payload: dict[str, Any] = {
-        "build": {"id": build.id, "url": build_url(base_url, build.engine_id, build.id)},
-        "engine": {"id": build.engine_id, "url": engine_url(base_url, build.engine_id)},
+        "build": {"id": build.id, "url": build_url(base_url, build.engine_id, build.id, word_alignment=wa)},
+        "engine": {"id": build.engine_id, "url": engine_url(base_url, build.engine_id, word_alignment=wa)},
     }
-    if event == WebhookEvent.TRANSLATION_BUILD_FINISHED:
+    if event in (WebhookEvent.TRANSLATION_BUILD_FINISHED, WebhookEvent.WORD_ALIGNMENT_BUILD_FINISHED):
         payload["buildState"] = build.state
         payload["message"] = build.message
         payload["dateFinished"] = (build.date_finished or utcnow()).isoformat()

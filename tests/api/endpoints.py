@@ -56,6 +56,9 @@ class Rest:
     files: Body = None
     data: Body = None
     query: dict[str, str] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)
+    """Path parameter → the `World` value that fills it, where not the one of the same name (a
+    word-alignment route's `{engine_id}` is `wa_engine_id`)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -70,7 +73,7 @@ class Rest:
         return self.ok if isinstance(self.ok, tuple) else (self.ok,)
 
     def call(self, world: World, client: httpx.Client) -> httpx.Response:
-        url = self.path.format(**{p: world.param(p) for p in _params(self.path)})
+        url = self.path.format(**{p: world.param(self.ids.get(p, p)) for p in _params(self.path)})
         return client.request(
             self.method,
             url,
@@ -108,7 +111,13 @@ class World:
         return body(self) if callable(body) else body
 
     def param(self, name: str) -> str:
-        fixed = {"engine_type": "nmt", "language": "en", "n": "2", "text_id": "MAT"}
+        fixed = {
+            "engine_type": "nmt",
+            "wa_engine_type": "statistical",
+            "language": "en",
+            "n": "2",
+            "text_id": "MAT",
+        }
         if name in fixed:
             return fixed[name]
         value = getattr(self, name, None)
@@ -166,6 +175,23 @@ class World:
     @property
     def parallel_corpus_id(self) -> str:
         return self.pc_id
+
+    @cached_property
+    def wa_engine_id(self) -> str:
+        """A word-alignment (`statistical`) engine of the owner's."""
+        body = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"}
+        return self._created(self.client.post("/word-alignment/engines", json=body))
+
+    @cached_property
+    def wa_build_id(self) -> str:
+        return self._created(self.client.post(f"/word-alignment/engines/{self.wa_engine_id}/builds", json={}))
+
+    @cached_property
+    def wa_pc_id(self) -> str:
+        body = {"sourceCorpusIds": [self.corpus_id], "targetCorpusIds": [self.corpus("sw")]}
+        return self._created(
+            self.client.post(f"/word-alignment/engines/{self.wa_engine_id}/parallel-corpora", json=body)
+        )
 
     @cached_property
     def hook_id(self) -> str:

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount
 
 from serval.admin.v1 import admin_pb2
 from serval.translation.v1 import engine_pb2
+from serval.word_alignment.v1 import engine_pb2 as wa_engine_pb2
 from serval_api.auth import (
     ADMIN,
     ALL_SCOPES,
@@ -45,6 +46,22 @@ ADMIN_PATH = "/api/v1/admin"
 BUILDS_FEED = "/api/v1/translation/builds"
 NEW_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "nmt"}
 NOT_BUILT = (409,)
+WA_ENGINES = "/api/v1/word-alignment/engines"
+WA_ENGINE = WA_ENGINES + "/{engine_id}"
+WA_IDS = {
+    "engine_id": "wa_engine_id",
+    "build_id": "wa_build_id",
+    "pc_id": "wa_pc_id",
+    "corpus_id": "wa_pc_id",
+    "engine_type": "wa_engine_type",
+}
+"""The word-alignment routes' path parameters, filled with the world's word-alignment engine's."""
+NEW_WA_ENGINE = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"}
+
+
+def _wa_parallel_corpus_body(w: World) -> dict[str, list[str]]:
+    return {"sourceCorpusIds": [w.corpus_id], "targetCorpusIds": [w.corpus("sw")]}
+
 
 REST_ENDPOINTS: list[Rest] = [
     Rest("GET", ENGINES, READ_ENGINES, 200),
@@ -141,6 +158,37 @@ REST_ENDPOINTS: list[Rest] = [
     Rest("POST", "/api/v1/hooks", CREATE_HOOKS, 201, json=NEW_HOOK),
     Rest("GET", "/api/v1/hooks/{hook_id}", READ_HOOKS, 200),
     Rest("DELETE", "/api/v1/hooks/{hook_id}", DELETE_HOOKS, 200),
+    Rest("GET", WA_ENGINES, READ_ENGINES, 200, ids=WA_IDS),
+    Rest("POST", WA_ENGINES, CREATE_ENGINES, 201, json=NEW_WA_ENGINE, ids=WA_IDS),
+    Rest("GET", WA_ENGINE, READ_ENGINES, 200, ids=WA_IDS),
+    Rest("DELETE", WA_ENGINE, DELETE_ENGINES, 200, ids=WA_IDS),
+    Rest(
+        "POST",
+        WA_ENGINE + "/align",
+        READ_ENGINES,
+        NOT_BUILT,
+        json={"sourceSegment": "a", "targetSegment": "b"},
+        ids=WA_IDS,
+    ),
+    Rest("GET", WA_ENGINE + "/parallel-corpora", READ_ENGINES, 200, ids=WA_IDS),
+    Rest(
+        "POST",
+        WA_ENGINE + "/parallel-corpora",
+        UPDATE_ENGINES,
+        201,
+        json=_wa_parallel_corpus_body,
+        ids=WA_IDS,
+    ),
+    Rest("GET", WA_ENGINE + "/parallel-corpora/{pc_id}", READ_ENGINES, 200, ids=WA_IDS),
+    Rest("PATCH", WA_ENGINE + "/parallel-corpora/{pc_id}", UPDATE_ENGINES, 200, json={}, ids=WA_IDS),
+    Rest("DELETE", WA_ENGINE + "/parallel-corpora/{pc_id}", UPDATE_ENGINES, 200, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/corpora/{corpus_id}/word-alignments", READ_ENGINES, NOT_BUILT, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/builds", READ_ENGINES, 200, ids=WA_IDS),
+    Rest("POST", WA_ENGINE + "/builds", UPDATE_ENGINES, 201, json={}, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/builds/{build_id}", READ_ENGINES, 200, ids=WA_IDS),
+    Rest("GET", WA_ENGINE + "/current-build", READ_ENGINES, (200, 204), ids=WA_IDS),
+    Rest("POST", WA_ENGINE + "/current-build/cancel", UPDATE_ENGINES, (200, 204), ids=WA_IDS),
+    Rest("GET", "/api/v1/word-alignment/engine-types/{engine_type}/queues", READ_ENGINES, 200, ids=WA_IDS),
 ]
 
 
@@ -195,8 +243,43 @@ def _cancel_request(w: World) -> engine_pb2.CancelBuildRequest:
 
 
 ENGINE_API = "/serval.translation.v1.TranslationEngineApi/"
+WA_API = "/serval.word_alignment.v1.WordAlignmentEngineApi/"
+
+
+def _wa_request(message: type[Any], **fields: Any) -> Any:
+    return lambda w: message(engine_type="Statistical", engine_id=w.wa_engine_id, **fields)
+
+
+def _wa_cancel_request(w: World) -> wa_engine_pb2.CancelBuildRequest:
+    assert w.wa_build_id
+    return wa_engine_pb2.CancelBuildRequest(engine_type="Statistical", engine_id=w.wa_engine_id)
+
+
 ADMIN_API = "/serval.admin.v1.AdminApi/"
 GRPC_ENDPOINTS: list[Grpc] = [
+    Grpc(
+        WA_API + "Create",
+        CREATE_ENGINES,
+        lambda w: wa_engine_pb2.CreateRequest(
+            engine_type="Statistical", source_language="en", target_language="sw"
+        ),
+        owned=False,
+    ),
+    Grpc(WA_API + "Delete", DELETE_ENGINES, _wa_request(wa_engine_pb2.DeleteRequest)),
+    Grpc(
+        WA_API + "GetWordAlignment",
+        READ_ENGINES,
+        _wa_request(wa_engine_pb2.GetWordAlignmentRequest, source_segment="a", target_segment="b"),
+        ok=(Code.FAILED_PRECONDITION,),
+    ),
+    Grpc(WA_API + "StartBuild", UPDATE_ENGINES, _wa_request(wa_engine_pb2.StartBuildRequest)),
+    Grpc(WA_API + "CancelBuild", UPDATE_ENGINES, _wa_cancel_request),
+    Grpc(
+        WA_API + "GetQueueSize",
+        READ_ENGINES,
+        lambda w: wa_engine_pb2.GetQueueSizeRequest(engine_type="Statistical"),
+        owned=False,
+    ),
     Grpc(
         ENGINE_API + "Create",
         CREATE_ENGINES,
@@ -312,6 +395,7 @@ PUBLIC_GRPC_SERVICES = {
 }
 SEPARATELY_AUTHENTICATED_GRPC_SERVICES = {
     "serval.translation.v1.TranslationPlatformApi": "job tokens: test_platform_api.py, test_jwt.py",
+    "serval.word_alignment.v1.WordAlignmentPlatformApi": "job tokens: test_word_alignment.py",
     "serval.inference.v1.InferenceNodeApi": "node tokens: test_node_protocol.py, test_jwt.py",
 }
 

@@ -1,5 +1,6 @@
-"""Property-based fuzzing of every client-facing gRPC method: TranslationEngineApi with a valid
-API key, TranslationPlatformApi with a running build's job token. Random request messages, built
+"""Property-based fuzzing of every client-facing gRPC method: TranslationEngineApi and
+WordAlignmentEngineApi with a valid API key, TranslationPlatformApi and WordAlignmentPlatformApi
+with a running build's job token. Random request messages, built
 from each method's descriptor, end with a status other than UNKNOWN, INTERNAL or DATA_LOSS, and
 the service still answers a normal call afterwards.
 
@@ -23,6 +24,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2
+from serval.word_alignment.v1 import engine_pb2 as wa_engine_pb2
+from serval.word_alignment.v1 import platform_pb2 as wa_platform_pb2
 from serval_api.auth import ALL_SCOPES
 from serval_common.settings import ApiSettings, Settings
 from tests.api.conftest import RunningApi, create_engine
@@ -193,6 +196,8 @@ def fuzz(
 
 ENGINE_API = engine_pb2.DESCRIPTOR.services_by_name["TranslationEngineApi"]
 PLATFORM_API = platform_pb2.DESCRIPTOR.services_by_name["TranslationPlatformApi"]
+WA_ENGINE_API = wa_engine_pb2.DESCRIPTOR.services_by_name["WordAlignmentEngineApi"]
+WA_PLATFORM_API = wa_platform_pb2.DESCRIPTOR.services_by_name["WordAlignmentPlatformApi"]
 
 
 @pytest.fixture(scope="module")
@@ -298,4 +303,61 @@ def test_platform_api_method(
     metadata = (("authorization", f"Bearer {spec.job_token}"),)
     fuzz(api.channel, method, hints, metadata, lambda: reads_back(client, engine_id))()
     reads_back(client, engine_id)
+    still_serving(api, client, sentinel)
+
+
+def wa_engine(client: httpx.Client) -> str:
+    body = {"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"}
+    created = client.post("/word-alignment/engines", json=body)
+    assert created.status_code == 201, created.text
+    engine_id: str = created.json()["id"]
+    return engine_id
+
+
+def wa_reads_back(client: httpx.Client, engine_id: str) -> None:
+    assert client.get("/word-alignment/engines").status_code == 200
+    builds = client.get(f"/word-alignment/engines/{engine_id}/builds")
+    assert builds.status_code in (200, 404), builds.text
+
+
+@pytest.mark.parametrize("method", WA_ENGINE_API.methods, ids=lambda m: m.name)
+def test_word_alignment_engine_api_method(
+    api: RunningApi, client: httpx.Client, sentinel: str, method: MethodDescriptor
+) -> None:
+    engine_id = wa_engine(client)
+    nmt = create_engine(client)["id"]
+    location = file_location(client)
+    hints: dict[str, st.SearchStrategy[Any]] = {
+        "engine_id": st.sampled_from([engine_id, nmt]),
+        "engine_type": st.sampled_from(["Statistical", "statistical", "Nmt"]),
+        "source_segment": st.sampled_from(["Hello", "a" * 200]),
+        "target_segment": st.just("Jambo"),
+        "source_language": st.sampled_from(["en", "sw"]),
+        "target_language": st.sampled_from(["en", "sw"]),
+        "options": st.sampled_from(["{}", "[", '{"unknown": 1}']),
+        "location": st.sampled_from([location, f"{location}/contents"]),
+    }
+    metadata = (("x-api-key", client.headers["X-API-Key"]),)
+    fuzz(api.channel, method, hints, metadata, lambda: wa_reads_back(client, engine_id))()
+    wa_reads_back(client, engine_id)
+    still_serving(api, client, sentinel)
+
+
+@pytest.mark.parametrize("method", WA_PLATFORM_API.methods, ids=lambda m: m.name)
+def test_word_alignment_platform_api_method(
+    api: RunningApi, client: httpx.Client, sentinel: str, method: MethodDescriptor
+) -> None:
+    engine_id = wa_engine(client)
+    started = client.post(f"/word-alignment/engines/{engine_id}/builds", json={"trainOn": []})
+    assert started.status_code == 201, started.text
+    spec = api.launcher.specs[-1]
+    hints: dict[str, st.SearchStrategy[Any]] = {
+        "engine_id": st.just(engine_id),
+        "build_id": st.just(spec.build_id),
+        "corpus_id": st.just("pc"),
+        "text_id": st.just("MAT"),
+    }
+    metadata = (("authorization", f"Bearer {spec.job_token}"),)
+    fuzz(api.channel, method, hints, metadata, lambda: wa_reads_back(client, engine_id))()
+    wa_reads_back(client, engine_id)
     still_serving(api, client, sentinel)

@@ -47,8 +47,8 @@ class Report:
 
     def markdown(self) -> str:
         lines = [
-            "| operation | echo status | echo body ok | nmt status | nmt body ok |",
-            "|---|---|---|---|---|",
+            "| operation | " + " | ".join(f"{t} status | {t} body ok" for t in ENGINE_TYPES) + " |",
+            "|---|" + "---|---|" * len(ENGINE_TYPES),
         ]
         for op in OPERATIONS:
             cells = [op.key]

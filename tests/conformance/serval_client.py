@@ -1,5 +1,5 @@
-"""What SIL's generated `Serval.Client` expects of a server, as data: the 53 translation operations
-(every operation but the `WordAlignment*` ones), the shapes it deserializes and the enums.
+"""What SIL's generated `Serval.Client` expects of a server, as data: its 70 operations (53
+translation and shared ones, 17 `WordAlignment*` ones), the shapes it deserializes and the enums.
 
 Transcribed by hand from docs/serval-client.md of the shared workspace (read from
 `src/Serval/src/Serval.Client/Client.g.cs` at Serval's last gRPC release). Shapes keep that
@@ -63,6 +63,7 @@ _USFM_QUERY = (
     "quotation-mark-behavior"
 )
 _E = "TranslationEngines"
+_W = "WordAlignmentEngines"
 
 OPERATIONS: tuple[Operation, ...] = (
     _op("Status", "GetHealth", "GET", "status/health", "200 → HealthReport", "401 403"),
@@ -344,9 +345,125 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("Webhooks", "Create", "POST", "hooks", "201 → Webhook", "503"),
     _op("Webhooks", "Get", "GET", "hooks/{id}", "200 → Webhook", "403 404 503"),
     _op("Webhooks", "Delete", "DELETE", "hooks/{id}", "200 → —", "403 404 503"),
+    _op(_W, "GetAll", "GET", "word-alignment/engines", "200 → WordAlignmentEngine[]", "401 403 503"),
+    _op(_W, "Create", "POST", "word-alignment/engines", "201 → WordAlignmentEngine", "400 401 403 503"),
+    _op(_W, "Get", "GET", "word-alignment/engines/{id}", "200 → WordAlignmentEngine", "401 403 404 503"),
+    _op(_W, "Delete", "DELETE", "word-alignment/engines/{id}", "200 → —", "401 403 404 503"),
+    _op(
+        _W,
+        "Align",
+        "POST",
+        "word-alignment/engines/{id}/align",
+        "200 → WordAlignmentResult",
+        "400 401 403 404 405 409 503",
+    ),
+    _op(
+        _W,
+        "AddParallelCorpus",
+        "POST",
+        "word-alignment/engines/{id}/parallel-corpora",
+        "201 → WordAlignmentParallelCorpus",
+        "400 401 403 404 503",
+    ),
+    _op(
+        _W,
+        "GetAllParallelCorpora",
+        "GET",
+        "word-alignment/engines/{id}/parallel-corpora",
+        "200 → WordAlignmentParallelCorpus[]",
+        "401 403 404 503",
+    ),
+    _op(
+        _W,
+        "UpdateParallelCorpus",
+        "PATCH",
+        "word-alignment/engines/{id}/parallel-corpora/{parallelCorpusId}",
+        "200 → WordAlignmentParallelCorpus",
+        "400 401 403 404 503",
+    ),
+    _op(
+        _W,
+        "GetParallelCorpus",
+        "GET",
+        "word-alignment/engines/{id}/parallel-corpora/{parallelCorpusId}",
+        "200 → WordAlignmentParallelCorpus",
+        "401 403 404 503",
+    ),
+    _op(
+        _W,
+        "DeleteParallelCorpus",
+        "DELETE",
+        "word-alignment/engines/{id}/parallel-corpora/{parallelCorpusId}",
+        "200 → —",
+        "401 403 404 503",
+    ),
+    _op(
+        _W,
+        "GetAllWordAlignments",
+        "GET",
+        "word-alignment/engines/{id}/corpora/{corpusId}/word-alignments",
+        "200 → WordAlignment[]",
+        "401 403 404 409 503",
+        "text-id",
+    ),
+    _op(
+        _W,
+        "GetAllBuilds",
+        "GET",
+        "word-alignment/engines/{id}/builds",
+        "200 → WordAlignmentBuild[]",
+        "401 403 404 503",
+    ),
+    _op(
+        _W,
+        "StartBuild",
+        "POST",
+        "word-alignment/engines/{id}/builds",
+        "201 → WordAlignmentBuild",
+        "400 401 403 404 409 503",
+    ),
+    _op(
+        _W,
+        "GetBuild",
+        "GET",
+        "word-alignment/engines/{id}/builds/{buildId}",
+        "200 → WordAlignmentBuild",
+        "401 403 404 408 503",
+        "min-revision",
+    ),
+    _op(
+        _W,
+        "GetCurrentBuild",
+        "GET",
+        "word-alignment/engines/{id}/current-build",
+        "200 → WordAlignmentBuild",
+        "204 400 401 403 404 408 503",
+        "min-revision",
+    ),
+    _op(
+        _W,
+        "CancelBuild",
+        "POST",
+        "word-alignment/engines/{id}/current-build/cancel",
+        "200 → WordAlignmentBuild",
+        "204 401 403 404 405 503",
+    ),
+    _op(
+        "WordAlignmentEngineTypes",
+        "GetQueue",
+        "GET",
+        "word-alignment/engine-types/{engineType}/queues",
+        "200 → Queue",
+        "401 403 503",
+    ),
 )
 
 OPERATIONS_BY_KEY: dict[str, Operation] = {op.key: op for op in OPERATIONS}
+
+WORD_ALIGNMENT_OPERATIONS = frozenset(op.key for op in OPERATIONS if op.client.startswith("WordAlignment"))
+"""The 17 operations a word-alignment (`statistical`) engine's walk calls."""
+TRANSLATION_OPERATIONS = frozenset(OPERATIONS_BY_KEY) - WORD_ALIGNMENT_OPERATIONS
+"""The 53 operations a translation engine's walk calls."""
 
 
 @dataclass(frozen=True)
@@ -357,7 +474,7 @@ class Expectation:
     reason: str
 
 
-ENGINE_TYPES = ("echo", "nmt")
+ENGINE_TYPES = ("echo", "nmt", "statistical")
 
 ENGINE_EXPECTATIONS: dict[tuple[str, str], Expectation] = {
     ("echo", f"{_E}.GetModelDownloadUrl"): Expectation(
@@ -425,10 +542,23 @@ SHAPES_TEXT = """
 - `TranslationResult`: **translation**: string; **sourceTokens**: IList<string>; **targetTokens**: IList<string>; **confidences**: IList<double>; **sources**: IList<IList<TranslationSource>>; **alignment**: IList<AlignedWordPair>; **phrases**: IList<Phrase>
 - `Webhook`: **id**: string; **url**: string; **payloadUrl**: string; **events**: IList<WebhookEvent>
 - `WebhookConfig`: **payloadUrl**: string; **secret**: string; **events**: IList<WebhookEvent>
+- `WordAlignment`: **textId**: string; **sourceRefs**: IList<string>; **targetRefs**: IList<string>; refs: IList<string>?; **sourceTokens**: IList<string>; **targetTokens**: IList<string>; **alignment**: IList<AlignedWordPair>
+- `WordAlignmentBuild`: **id**: string; **url**: string; **revision**: int; name: string?; **engine**: ResourceLink; trainOn: IList<TrainingCorpus>?; wordAlignOn: IList<WordAlignmentCorpus>?; **step**: int; percentCompleted: double?; progress: double?; message: string?; queueDepth: int?; **state**: JobState; dateCreated: DateTimeOffset?; dateStarted: DateTimeOffset?; dateCompleted: DateTimeOffset?; dateFinished: DateTimeOffset?; options: object?; deploymentVersion: string?; **executionData**: WordAlignmentExecutionData; phases: IList<Phase>?
+- `WordAlignmentBuildConfig`: name: string?; trainOn: IList<TrainingCorpusConfig>?; wordAlignOn: IList<WordAlignmentCorpusConfig>?; options: object?
+- `WordAlignmentCorpus`: parallelCorpus: ResourceLink?; sourceFilters: IList<ParallelCorpusFilter>?; targetFilters: IList<ParallelCorpusFilter>?
+- `WordAlignmentCorpusConfig`: parallelCorpusId: string?; sourceFilters: IList<ParallelCorpusFilterConfig>?; targetFilters: IList<ParallelCorpusFilterConfig>?
+- `WordAlignmentEngine`: **id**: string; **url**: string; name: string?; **sourceLanguage**: string; **targetLanguage**: string; **type**: string; **isBuilding**: bool; **modelRevision**: int; **confidence**: double; **corpusSize**: int; dateCreated: DateTimeOffset?
+- `WordAlignmentEngineConfig`: name: string?; **sourceLanguage**: string; **targetLanguage**: string; **type**: string
+- `WordAlignmentExecutionData`: **trainCount**: int; **wordAlignCount**: int; **warnings**: IList<string>; engineSourceLanguageTag: string?; engineTargetLanguageTag: string?
+- `WordAlignmentParallelCorpus`: **id**: string; **url**: string; **engine**: ResourceLink; **sourceCorpora**: IList<ResourceLink>; **targetCorpora**: IList<ResourceLink>
+- `WordAlignmentParallelCorpusConfig`: name: string?; **sourceCorpusIds**: IList<string>; **targetCorpusIds**: IList<string>
+- `WordAlignmentParallelCorpusUpdateConfig`: sourceCorpusIds: IList<string>?; targetCorpusIds: IList<string>?
+- `WordAlignmentRequest`: **sourceSegment**: string; **targetSegment**: string
+- `WordAlignmentResult`: **sourceTokens**: IList<string>; **targetTokens**: IList<string>; **alignment**: IList<AlignedWordPair>
 - `WordGraph`: **sourceTokens**: IList<string>; **initialStateScore**: float; **finalStates**: IList<int>; **arcs**: IList<WordGraphArc>
 - `WordGraphArc`: **prevState**: int; **nextState**: int; **score**: double; **targetTokens**: IList<string>; **confidences**: IList<double>; **sourceSegmentStart**: int; **sourceSegmentEnd**: int; **alignment**: IList<AlignedWordPair>; **sources**: IList<IList<TranslationSource>>
 """
-"""The shapes the 53 operations send and read (the word-alignment ones left out)."""
+"""The shapes the 70 operations send and read."""
 
 ENUMS: dict[str, tuple[str, ...]] = {
     "FileFormat": ("Text", "Paratext"),

@@ -1,9 +1,11 @@
 """Serval's own client against this service: every translation operation of the generated
 `Serval.Client` (tests/conformance/serval_client.py), called in a sensible order as an ordinary
-REST client with an API key, for an `echo` and an `nmt` engine. Each call must answer a status the
-client accepts, with a body the client can deserialize.
+REST client with an API key, for an `echo` and an `nmt` engine, and every word-alignment operation
+for a `statistical` engine. Each call must answer a status the client accepts, with a body the
+client can deserialize.
 
-The echo walk needs no inference node, so it runs on both databases. The nmt walk runs a real
+The echo walk needs no inference node, so it runs on both databases. The statistical walk plays its
+build through WordAlignmentPlatformApi (the export's pairs streamed back as word alignments). The nmt walk runs a real
 inference node process with the tiny NLLB model; its build is played through the platform gRPC API
 with the build's job token (model published, pretranslations streamed), as a build job would.
 """
@@ -32,8 +34,10 @@ from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi
 from tests.api.test_pretranslations import Job
+from tests.api.test_word_alignment import Job as AlignmentJob
+from tests.api.test_word_alignment import export as word_align_export
 from tests.conformance.report import BodyCheck, Report, Walker
-from tests.conformance.serval_client import BASE_PATH, OPERATIONS_BY_KEY
+from tests.conformance.serval_client import BASE_PATH, TRANSLATION_OPERATIONS, WORD_ALIGNMENT_OPERATIONS
 from tests.helpers import EBIBLE
 
 SEGMENT = "Blessed are the peacemakers, for they shall be called children of God."
@@ -369,7 +373,7 @@ def rest_client(api: RunningApi) -> httpx.Client:
 
 
 def assert_conformant(walker: Walker, report: Report) -> None:
-    missing = set(OPERATIONS_BY_KEY) - walker.called()
+    missing = TRANSLATION_OPERATIONS - walker.called()
     assert not missing, f"operations the walk never called: {sorted(missing)}"
     failures = report.failures(walker.engine_type)
     assert not failures, f"{len(failures)} problems for {walker.engine_type}:\n" + "\n".join(failures)
@@ -454,3 +458,103 @@ def test_nmt_engine(
     finally:
         processes.stop(node)
     assert_conformant(walker, report)
+
+
+W = "WordAlignmentEngines"
+ALIGN = f"{W}.Align"
+ALIGN_PENDING = (
+    "WordAlignmentEngines.Align needs an inference node serving `statistical` engines "
+    "(inference_gpu/families/alignment.py, another helper's branch of issue 15) and a build job that "
+    "publishes its model; until they are merged the walk skips Align, and only Align"
+)
+
+
+class AlignmentScenario:
+    """Every word-alignment operation for a `statistical` engine; its build is played over
+    WordAlignmentPlatformApi with the build's job token. `align` is None while no node serves
+    `statistical` engines, and the walk then leaves Align out."""
+
+    def __init__(self, api: RunningApi, walker: Walker) -> None:
+        self.api = api
+        self.w = walker
+
+    def run(self, align: Callable[[str], None] | None) -> None:
+        w = self.w
+        shared = Scenario(self.api, w, "statistical")
+        files = {
+            f"{lang}-{book}": shared.upload(f"{book}.txt", text_file(verses(name, book)))
+            for lang, name in (("en", "engwebp.txt"), ("sw", "swh1850.txt"))
+            for book in BOOKS
+        }
+        corpora = {
+            lang: shared.corpus(lang, [{"fileId": files[f"{lang}-{book}"], "textId": book} for book in BOOKS])
+            for lang in ("en", "sw")
+        }
+        engine_config = {
+            "name": "conformance",
+            "sourceLanguage": "en",
+            "targetLanguage": "sw",
+            "type": "statistical",
+        }
+        engine = {"id": w.id_of(w.call(f"{W}.Create", json_body=engine_config), "engine")}
+        w.call(f"{W}.GetAll")
+        w.call(f"{W}.Get", engine)
+        w.call("WordAlignmentEngineTypes.GetQueue", {"engineType": "statistical"})
+
+        pc_body = {"sourceCorpusIds": [corpora["en"]], "targetCorpusIds": [corpora["sw"]]}
+        pc_id = w.id_of(
+            w.call(f"{W}.AddParallelCorpus", engine, json_body={"name": "bible", **pc_body}), "pc"
+        )
+        w.call(f"{W}.GetAllParallelCorpora", engine)
+        w.call(f"{W}.GetParallelCorpus", {**engine, "parallelCorpusId": pc_id})
+        w.call(f"{W}.UpdateParallelCorpus", {**engine, "parallelCorpusId": pc_id}, json_body=pc_body)
+
+        started = w.call(
+            f"{W}.StartBuild",
+            engine,
+            json_body={
+                "name": "first",
+                "trainOn": [{"parallelCorpusId": pc_id}],
+                "wordAlignOn": [{"parallelCorpusId": pc_id}],
+            },
+        )
+        build_id = w.id_of(started, "build")
+        if started.is_success:
+            job = AlignmentJob(self.api, started.json())
+            job.started()
+            job.insert(word_align_export(self.api, build_id))
+            job.completed()
+        build = w.call(f"{W}.GetBuild", {**engine, "buildId": build_id})
+        if build.is_success:
+            revision = str(build.json()["revision"])
+            w.call(f"{W}.GetBuild", {**engine, "buildId": build_id}, query={"min-revision": revision})
+        w.call(f"{W}.GetAllBuilds", engine)
+        w.call(
+            f"{W}.GetAllWordAlignments",
+            {**engine, "corpusId": pc_id},
+            query={"text-id": "MRK"},
+            extra_check=only_text("MRK"),
+        )
+        if align is not None:
+            align(engine["id"])
+            w.call(ALIGN, engine, json_body={"sourceSegment": SEGMENT, "targetSegment": "Heri wapatanishi."})
+
+        w.call(f"{W}.StartBuild", engine, json_body={"name": "to cancel"})
+        w.call(f"{W}.GetCurrentBuild", engine)
+        w.call(f"{W}.CancelBuild", engine)
+        w.call(f"{W}.DeleteParallelCorpus", {**engine, "parallelCorpusId": pc_id})
+        w.call(f"{W}.Delete", engine)
+
+
+def test_statistical_engine(api: RunningApi, report: Report) -> None:
+    with rest_client(api) as client:
+        walker = Walker(client, "statistical", report)
+        AlignmentScenario(api, walker).run(align=None)
+    called = walker.called() & WORD_ALIGNMENT_OPERATIONS
+    assert called == WORD_ALIGNMENT_OPERATIONS - {ALIGN}, (
+        f"not called: {sorted(WORD_ALIGNMENT_OPERATIONS - called)}"
+    )
+    assert walker.called() - WORD_ALIGNMENT_OPERATIONS == {"DataFiles.Create", "Corpora.Create"}
+    failures = report.failures("statistical")
+    assert not failures, f"{len(failures)} problems for statistical:\n" + "\n".join(failures)
+    pytest.skip(ALIGN_PENDING)

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.serval_client import ENUMS, OPERATIONS, OPERATIONS_BY_KEY, shapes
+from tests.conformance.serval_client import (
+    ENUMS,
+    OPERATIONS,
+    OPERATIONS_BY_KEY,
+    TRANSLATION_OPERATIONS,
+    WORD_ALIGNMENT_OPERATIONS,
+    shapes,
+)
 from tests.conformance.shapes import check
 
 LINK = {"id": "e1", "url": "/api/v1/translation/engines/e1"}
@@ -176,9 +183,16 @@ def test_a_top_level_null_or_wrong_container_is_a_problem() -> None:
         check({}, "NoSuchShape")
 
 
-def test_the_table_holds_the_53_translation_operations_of_the_contract() -> None:
-    assert len(OPERATIONS) == len(OPERATIONS_BY_KEY) == 53
-    assert not any(op.client.startswith("WordAlignment") for op in OPERATIONS)
+def test_the_table_holds_the_70_operations_of_the_contract() -> None:
+    assert len(OPERATIONS) == len(OPERATIONS_BY_KEY) == 70
+    assert len(WORD_ALIGNMENT_OPERATIONS) == 17 and len(TRANSLATION_OPERATIONS) == 53
+    align = OPERATIONS_BY_KEY["WordAlignmentEngines.Align"]
+    assert (align.verb, align.path, align.response) == (
+        "POST",
+        "word-alignment/engines/{id}/align",
+        "WordAlignmentResult",
+    )
+    assert OPERATIONS_BY_KEY["WordAlignmentEngines.GetAllWordAlignments"].query == ("text-id",)
     download = OPERATIONS_BY_KEY["DataFiles.Download"]
     assert (download.verb, download.path, download.success) == ("POST", "files/{id}/contents", (206, 200))
     usfm = OPERATIONS_BY_KEY["TranslationEngines.GetPretranslatedUsfm"]
@@ -201,6 +215,13 @@ def test_the_shapes_transcribe_the_contract() -> None:
     assert arc["sources"].type == "IList<IList<TranslationSource>>"
     entry = {p.name: p for p in table["HealthReportEntry"]}
     assert entry["data"].type == "IDictionary<string, string>" and entry["data"].nullable
+    execution = {p.name: p for p in table["WordAlignmentExecutionData"]}
+    assert [name for name, p in execution.items() if p.required] == [
+        "trainCount",
+        "wordAlignCount",
+        "warnings",
+    ]
+    assert table["WordAlignmentBuild"][6].name == "wordAlignOn"
     assert [p.name for p in table["Pretranslation"] if p.required] == [
         "textId",
         "sourceRefs",

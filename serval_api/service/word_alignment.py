@@ -1,0 +1,149 @@
+"""Word-alignment engines (`statistical`): what differs from translation engines.
+
+Engines, parallel corpora, builds and queues are the translation services called with
+`types=WORD_ALIGNMENT_TYPES`, so an engine of one kind is never found under the other's API. This
+module holds what only word alignment has: aligning one sentence pair live on a node (`align`),
+the rows a build job streams back over InsertWordAlignments (`insert`, stored for the build's
+model revision as pretranslations are) and reading them (`list_word_alignments`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from serval.word_alignment.v1 import engine_pb2
+from serval_api.auth import READ_ENGINES, Caller
+from serval_api.db.models import Build, BuildState, WordAlignment
+from serval_api.errors import InvalidArgument, NotBuilt, NotFound
+from serval_api.routing.work import AlignWork, ModelKey, Served
+from serval_api.service import limits, pretranslations
+from serval_api.service.context import Services
+from serval_api.service.engines import WORD_ALIGNMENT_TYPES, owned_engine, visible_engine
+from serval_api.service.parallel_corpora import owned_parallel_corpus
+
+log = logging.getLogger(__name__)
+
+MAX_TOKENS = 10_000
+"""Tokens per side of one streamed row; a verse has tens."""
+
+
+@dataclass(frozen=True)
+class WordAlignmentRow:
+    """One InsertWordAlignments message, as the service takes it; `alignment` holds
+    `(sourceIndex, targetIndex, score)` triples."""
+
+    engine_id: str
+    corpus_id: str
+    text_id: str
+    source_refs: list[str] = field(default_factory=list)
+    target_refs: list[str] = field(default_factory=list)
+    source_tokens: list[str] = field(default_factory=list)
+    target_tokens: list[str] = field(default_factory=list)
+    alignment: list[tuple[int, int, float]] = field(default_factory=list)
+
+
+async def align(
+    services: Services, caller: Caller, engine_id: str, source_segment: str, target_segment: str
+) -> Served[engine_pb2.WordAlignmentResult]:
+    """Align one sentence pair with the engine's current model revision, on a node serving it."""
+    caller.require(READ_ENGINES)
+    record = await services.lookups.engine(engine_id) if limits.can_be_id(engine_id) else None
+    if record is None:
+        raise NotFound(f"engine {limits.shown(engine_id)} not found")
+    engine = visible_engine(record.engine, caller, engine_id, WORD_ALIGNMENT_TYPES)
+    max_chars = services.settings.api.max_segment_chars
+    limits.segment("sourceSegment", source_segment, max_chars)
+    limits.segment("targetSegment", target_segment, max_chars)
+    if engine.model_revision == 0:
+        raise NotBuilt(f"engine {engine.id} has no completed build; build it before aligning")
+    request_id = uuid.uuid4().hex
+    log.debug("align", extra={"engine_id": engine.id, "request_id": request_id})
+    work = AlignWork(
+        model=ModelKey(engine.id, engine.model_revision),
+        family=engine.type,
+        source_segment=source_segment,
+        target_segment=target_segment,
+    )
+    return await services.dispatcher.align(
+        work, request_id=request_id, timeout_s=services.settings.api.request_timeout_s
+    )
+
+
+async def list_word_alignments(
+    services: Services, caller: Caller, engine_id: str, corpus_id: str, *, text_id: str | None = None
+) -> list[WordAlignment]:
+    """The rows of the engine's current model for one of its parallel corpora, in the order the
+    job sent them; 409 before the engine's first completed build, as for pretranslations."""
+    caller.require(READ_ENGINES)
+    limits.optional_text("textId", text_id, limits.TEXT_ID_CHARS)
+    async with services.db.session() as s:
+        engine = await owned_engine(s, caller, engine_id, types=WORD_ALIGNMENT_TYPES)
+        await owned_parallel_corpus(s, caller, engine_id, corpus_id, WORD_ALIGNMENT_TYPES)
+        if engine.model_revision == 0:
+            raise NotBuilt(f"engine {engine.id} has no completed build, so no word alignments")
+        query = (
+            select(WordAlignment)
+            .join(Build, Build.id == WordAlignment.build_id)
+            .where(
+                WordAlignment.engine_id == engine.id,
+                WordAlignment.model_revision == engine.model_revision,
+                WordAlignment.corpus_id == corpus_id,
+                Build.state == BuildState.COMPLETED.value,
+            )
+            .order_by(WordAlignment.id)
+        )
+        if text_id is not None:
+            query = query.where(WordAlignment.text_id == text_id)
+        return list((await s.scalars(query)).all())
+
+
+async def insert(services: Services, token: str | None, rows: AsyncIterable[WordAlignmentRow]) -> int:
+    """A build job's stream of aligned pairs, authorized by its job token; see
+    `pretranslations.insert_rows`."""
+    return await pretranslations.insert_rows(services, token, rows, WordAlignment, _validated)
+
+
+def _validated(row: WordAlignmentRow, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
+    where = f"word alignment {index}"
+    if row.engine_id != engine_id:
+        raise InvalidArgument(
+            f"{where}: engine_id {limits.shown(row.engine_id)} differs from the stream's {engine_id!r}"
+        )
+    for name, value, limit in (
+        ("corpus_id", row.corpus_id, limits.CORPUS_ID_CHARS),
+        ("text_id", row.text_id, limits.TEXT_ID_CHARS),
+    ):
+        if not value or len(value) > limit:
+            raise InvalidArgument(f"{where}: {name} must hold 1 to {limit} characters")
+        limits.no_nul(f"{where}: {name}", value)
+    limits.items(f"{where}: source_refs", row.source_refs, max_items)
+    limits.items(f"{where}: target_refs", row.target_refs, max_items)
+    for name, tokens in (("source_tokens", row.source_tokens), ("target_tokens", row.target_tokens)):
+        limits.items(f"{where}: {name}", tokens, MAX_TOKENS)
+        for token in tokens:
+            limits.no_nul(f"{where}: {name}", token)
+    limits.items(f"{where}: alignment", row.alignment, len(row.source_tokens) * len(row.target_tokens))
+    for k, (source_index, target_index, score) in enumerate(row.alignment):
+        if not (0 <= source_index < len(row.source_tokens) and 0 <= target_index < len(row.target_tokens)):
+            raise InvalidArgument(
+                f"{where}: alignment[{k}] links token {source_index} to {target_index}, outside the "
+                f"{len(row.source_tokens)} source and {len(row.target_tokens)} target tokens"
+            )
+        if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+            raise InvalidArgument(f"{where}: alignment[{k}].score must be a probability, not {score}")
+    return {
+        "corpus_id": row.corpus_id,
+        "text_id": row.text_id,
+        "source_refs": list(row.source_refs),
+        "target_refs": list(row.target_refs),
+        "source_tokens": list(row.source_tokens),
+        "target_tokens": list(row.target_tokens),
+        "alignment": [[s, t, score] for s, t, score in row.alignment],
+    }
