@@ -18,7 +18,8 @@ nodes serving its family.
 
 Train-segment (families that learn segments): the pair goes to every node holding a revision of the
 engine, ready or loading, at once; a node loading a revision later replays the pairs itself
-(`GetTrainSegments`), and each pair carries its number so no node applies it twice.
+(`GetTrainSegments`), and each pair carries its number so no node applies it twice. A node that
+fails to learn a pair unloads the revision, so no node serves a model that missed a pair.
 
 Hot swap: while no node has an engine's current revision ready, requests go to the newest older
 revision that is ready somewhere and some node is told to load the current one. Once a node
@@ -106,15 +107,17 @@ class Dispatcher:
 
     async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
         """Send the pair to every node holding a revision of the engine (ready or loading) and wait
-        for each within `timeout_s`; how many nodes learned it. A node that fails or goes away
-        learns it when it next loads the revision (the pair is stored first)."""
+        for each within `timeout_s`; how many nodes learned it. The pair is stored first, so a node
+        that went away learns it when it next loads the revision; one that failed or did not answer
+        in time is told to unload the revision, so it never serves a model without the pair (it
+        learns the pair on its next load)."""
         op = node_pb2.TrainSegmentOp(
             source_segment=work.source_segment,
             target_segment=work.target_segment,
             sentence_start=work.sentence_start,
             seq=work.seq,
         )
-        sent: list[tuple[NodeSession, str, asyncio.Future[node_pb2.WorkResult]]] = []
+        sent: list[tuple[NodeSession, ModelKey, str, asyncio.Future[node_pb2.WorkResult]]] = []
         deadline = time.monotonic() + timeout_s
         for session in self.registry.sessions():
             for key in session.held():
@@ -124,31 +127,28 @@ class Dispatcher:
                 item = node_pb2.WorkItem(
                     request_id=item_id, deadline=_wall_clock(deadline), model=model_ref(key), train_segment=op
                 )
-                sent.append((session, item_id, session.submit(item_id, item)))
+                sent.append((session, key, item_id, session.submit(item_id, item)))
         learned = 0
-        for session, item_id, future in sent:
+        for session, key, item_id, future in sent:
+            extra = {"request_id": request_id, "node_id": session.node_id, "model": key.location}
             try:
                 result = await _wait(future, deadline)
             except NodeGone:
                 continue
             except TimeoutError:
                 session.forget(item_id)
-                log.warning(
-                    "a node did not learn a trained segment in time",
-                    extra={"request_id": request_id, "node_id": session.node_id},
-                )
-                continue
-            if result.HasField("error"):
-                log.warning(
-                    "a node could not learn a trained segment",
-                    extra={
-                        "request_id": request_id,
-                        "node_id": session.node_id,
-                        "error": result.error.message,
-                    },
-                )
-                continue
-            learned += 1
+                reason = "did not answer in time"
+            else:
+                if not result.HasField("error"):
+                    learned += 1
+                    continue
+                reason = redact(result.error.message)
+            if not session.closed:
+                session.unload(key)
+            log.warning(
+                "a node did not learn a trained segment; it unloads the revision",
+                extra={**extra, "seq": work.seq, "error": reason},
+            )
         await self.registry.notify()
         return learned
 

@@ -11,7 +11,7 @@ from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
 from serval_api.routing.fleet import Fleet
-from serval_api.routing.work import Served, TranslateWork, WordGraphWork
+from serval_api.routing.work import Served, TrainSegmentWork, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
 from serval_api.service.lookups import Lookups
 from serval_common.settings import Settings
@@ -27,6 +27,9 @@ class TranslationDispatcher(Protocol):
     async def word_graph(
         self, work: WordGraphWork, *, request_id: str, timeout_s: float
     ) -> Served[engine_pb2.WordGraph]: ...
+
+    async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
+        """Every node holding a revision of the engine learns the pair; how many did."""
 
     def queue_size(self) -> int: ...
 

@@ -114,6 +114,8 @@ class ExportPlan:
     """Per corpus, its whole target side for quotation-mark detection (`build_jobs.quotes`)."""
     train_on: list[TrainingEntry] | None = None
     pretranslate: list[PretranslateEntry] | None = None
+    train_segments_through: int | None = None
+    """The highest `TrainSegment.id` among the train-segment pairs the build trains on (None: none)."""
 
     def execution_data(self, engine: Engine) -> dict[str, Any]:
         return {
@@ -174,11 +176,17 @@ async def plan_build(
         }
         train_on = build_corpora.resolve("trainOn", train_on, **known)
         pretranslate = build_corpora.resolve("pretranslate", pretranslate, **known)
-        segment_pairs = await train_segments.training_pairs(s, engine_id) if train_on != [] else []
+        segments = (
+            await train_segments.training_pairs(s, engine_id)
+            if train_on != []
+            else train_segments.TrainingPairs([], None)
+        )
     corpora = _chosen(catalog, train_on, pretranslate)
     store = model_store(services.settings)
-    plan = await asyncio.to_thread(_collect, store, corpora, engine, segment_pairs)
-    return replace(plan, train_on=train_on, pretranslate=pretranslate)
+    plan = await asyncio.to_thread(_collect, store, corpora, engine, segments.pairs)
+    return replace(
+        plan, train_on=train_on, pretranslate=pretranslate, train_segments_through=segments.through
+    )
 
 
 async def write_build_files(services: Services, build_id: str, plan: ExportPlan) -> None:

@@ -160,7 +160,8 @@ def language_info(caller: Caller, engine_type: str, tag: str) -> tuple[str, Lang
 
 
 def queue_size(services: Services, caller: Caller, engine_type: str) -> tuple[str, int]:
-    """Serval's engine-type queue: build jobs waiting to run (echo builds never wait)."""
+    """Serval's engine-type queue: build jobs waiting to run (echo builds never wait; every other
+    type's builds wait in the one job queue)."""
     caller.require(READ_ENGINES)
     kind = parse_engine_type(engine_type)
-    return kind.value, services.launcher.queue_depth() if kind is EngineType.NMT else 0
+    return kind.value, 0 if kind is EngineType.ECHO else services.launcher.queue_depth()
