@@ -174,13 +174,13 @@ def test_smt_work_never_goes_to_nodes_that_do_not_claim_the_family(api: RunningA
             for node in (nmt_only, older):
                 node.ready(nmt)
             answer = in_background(pool, client, f"/translation/engines/{nmt}/translate", "In the beginning")
-            server, item = _first_work([nmt_only, older])
+            server, item = first_work([nmt_only, older])
             assert item.model.location == f"models/{nmt}/1"
             server.translated(item, "Hapo mwanzo")
             assert answer.result(timeout=20).json()["translation"] == "Hapo mwanzo"
 
 
-def _first_work(candidates: list[FamilyNode]) -> tuple[FamilyNode, node_pb2.WorkItem]:
+def first_work(candidates: list[FamilyNode]) -> tuple[FamilyNode, node_pb2.WorkItem]:
     for _ in range(200):
         for node in candidates:
             with contextlib.suppress(queue.Empty):
