@@ -163,6 +163,7 @@ class Scenario:
         hook_url: str,
         complete_build: Callable[[dict[str, Any]], None] | None = None,
         warm_up: Callable[[str], None] | None = None,
+        after_train_segment: Callable[[str], None] | None = None,
     ) -> None:
         w = self.w
         began = datetime.now(UTC) - timedelta(seconds=2)
@@ -314,6 +315,8 @@ class Scenario:
             engine,
             json_body={"sourceSegment": SEGMENT, "targetSegment": "Heri wapatanishi.", "sentenceStart": True},
         )
+        if after_train_segment is not None:
+            after_train_segment(engine_id)
         w.call(f"{E}.GetModelDownloadUrl", engine)
 
         usfm_query = {
@@ -522,18 +525,76 @@ def smt_available() -> str | None:
     return None
 
 
+LEARNED_VERSE = 5000
+"""A line of the NT files past the training pairs: the verse the smt-transfer walk trains live."""
+
+
+class SmtNode:
+    """The walk's inference node process, which `learns_and_replays` restarts."""
+
+    def __init__(self, api: RunningApi, home: Path) -> None:
+        self.api = api
+        self.home = home
+        self.starts = 0
+        self.process = self.start()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        self.starts += 1
+        return start_node(self.api, self.home / f"node-{self.starts}")
+
+    def restart(self) -> None:
+        processes.stop(self.process)
+        self.process = self.start()
+
+
+def learns_and_replays(client: httpx.Client, node: SmtNode) -> Callable[[str], None]:
+    """Train-segment changes the loaded model at once (the next translate is closer to the trained
+    target), and a node started afterwards, replaying the engine's trained segments as it loads the
+    revision, translates it the same."""
+
+    def words(text: str) -> set[str]:
+        return {w.strip(".,;:!?\"'").lower() for w in text.split()} - {""}
+
+    def check(engine_id: str) -> None:
+        source, target = (
+            (EBIBLE / name).read_text(encoding="utf-8").split("\n")[LEARNED_VERSE - 1]
+            for name in ("engwebp.txt", "swh1850.txt")
+        )
+        base = f"{BASE_PATH}/translation/engines/{engine_id}"
+
+        def translate() -> str:
+            response = client.post(f"{base}/translate", json=source, timeout=60)
+            assert response.status_code == 200, response.text
+            translation: str = response.json()["translation"]
+            return translation
+
+        before = translate()
+        pair = {"sourceSegment": source, "targetSegment": target, "sentenceStart": True}
+        assert client.post(f"{base}/train-segment", json=pair).status_code == 200
+        learned = translate()
+        assert len(words(learned) & words(target)) > len(words(before) & words(target)), (before, learned)
+        node.restart()
+        wait_until_translating(client)(engine_id)
+        assert translate() == learned, "a node loading the revision replays the trained segments"
+
+    return check
+
+
 @pytest.mark.sqlite_pass_only
 def test_smt_transfer_engine(api: RunningApi, report: Report, hooks: HookReceiver, tmp_path: Path) -> None:
     reason = smt_available()
     if reason is not None:
         pytest.skip(reason)
-    node = start_node(api, tmp_path / "node")
+    node = SmtNode(api, tmp_path)
     try:
         with rest_client(api) as client:
             walker = Walker(client, "smt-transfer", report)
             Scenario(api, walker, "smt-transfer", training_pairs=SMT_TRAINING_PAIRS).run(
-                hooks.url, complete_build=run_build_job(api), warm_up=wait_until_translating(client)
+                hooks.url,
+                complete_build=run_build_job(api),
+                warm_up=wait_until_translating(client),
+                after_train_segment=learns_and_replays(client, node),
             )
     finally:
-        processes.stop(node)
+        processes.stop(node.process)
     assert_conformant(walker, report)
