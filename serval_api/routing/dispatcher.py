@@ -120,6 +120,8 @@ class Dispatcher:
         sent: list[tuple[NodeSession, ModelKey, str, asyncio.Future[node_pb2.WorkResult]]] = []
         deadline = time.monotonic() + timeout_s
         for session in self.registry.sessions():
+            if work.family not in session.families:
+                continue
             for key in session.held():
                 if key.engine_id != work.model.engine_id:
                     continue

@@ -64,12 +64,17 @@ def test_every_node_holding_the_engine_learns_the_pair_before_the_request_return
 ) -> None:
     with (
         api.client() as client,
-        nodes(api, node_token, first=[NMT, SMT], second=[SMT], idle=[SMT]) as [first, second, idle],
+        nodes(api, node_token, first=[NMT, SMT], second=[SMT], idle=[SMT], nmt_only=[NMT]) as [
+            first,
+            second,
+            idle,
+            nmt_only,
+        ],
         ThreadPoolExecutor(1) as pool,
     ):
         engine_id = built_engine(api, client)
-        first.ready(engine_id)
-        second.ready(engine_id)
+        for node in (first, second, nmt_only):
+            node.ready(engine_id)
         path = f"/translation/engines/{engine_id}/train-segment"
         pair = {"sourceSegment": SOURCE, "targetSegment": TARGET, "sentenceStart": True}
         answer = in_background(pool, client, path, pair)
@@ -104,6 +109,7 @@ def test_every_node_holding_the_engine_learns_the_pair_before_the_request_return
         server.translated(item, "Kwanza kulikuwa na Neno.")
         assert translated.result(timeout=20).json()["translation"] == "Kwanza kulikuwa na Neno."
         assert idle.no_work(), "a node not holding the engine learns nothing"
+        assert nmt_only.no_work(), "nor does a node not serving the engine's family"
 
 
 def test_a_node_that_fails_to_learn_unloads_the_revision(api: RunningApi, node_token: str) -> None:
