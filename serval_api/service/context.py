@@ -28,9 +28,6 @@ class TranslationDispatcher(Protocol):
         self, work: WordGraphWork, *, request_id: str, timeout_s: float
     ) -> Served[engine_pb2.WordGraph]: ...
 
-    async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
-        """Every node holding a revision of the engine learns the pair; how many did."""
-
     def queue_size(self) -> int: ...
 
     def revision_published(self, engine_id: str, revision: int) -> None:
@@ -39,6 +36,9 @@ class TranslationDispatcher(Protocol):
     async def retire_engine(self, engine_id: str, timeout_s: float) -> bool:
         """The engine is gone: route nothing more to it, have every node unload its revisions once
         their work is done, and wait up to `timeout_s` for that. Whether every node did."""
+
+    async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
+        """Every node holding a revision of the engine learns the pair; how many did."""
 
 
 @dataclass

@@ -5,9 +5,7 @@ client accepts, with a body the client can deserialize.
 
 The echo walk needs no inference node, so it runs on both databases. The nmt walk runs a real
 inference node process with the tiny NLLB model; its build is played through the platform gRPC API
-with the build's job token (model published, pretranslations streamed), as a build job would. The
-smt-transfer walk runs the real build job (`python -m build_jobs run`, which trains a Thot model on
-a few hundred verse pairs) and a real inference node serving the `smt-transfer` family.
+with the build's job token (model published, pretranslations streamed), as a build job would.
 """
 
 from __future__ import annotations
@@ -582,6 +580,8 @@ def learns_and_replays(client: httpx.Client, node: SmtNode) -> Callable[[str], N
 
 @pytest.mark.sqlite_pass_only
 def test_smt_transfer_engine(api: RunningApi, report: Report, hooks: HookReceiver, tmp_path: Path) -> None:
+    """The walk for an `smt-transfer` engine: the real build job (`python -m build_jobs run`, which
+    trains a Thot model on a few hundred verse pairs) and a real inference node serving the family."""
     reason = smt_available()
     if reason is not None:
         pytest.skip(reason)
