@@ -19,7 +19,8 @@ nodes serving its family.
 Train-segment (families that learn segments): the pair goes to every node holding a revision of the
 engine, ready or loading, at once; a node loading a revision later replays the pairs itself
 (`GetTrainSegments`), and each pair carries its number so no node applies it twice. A node that
-fails to learn a pair unloads the revision, so no node serves a model that missed a pair.
+fails to learn a pair unloads the revision, and one whose session ended first unloads it when it
+reconnects still holding it, so no node serves a model that missed a pair.
 
 Hot swap: while no node has an engine's current revision ready, requests go to the newest older
 revision that is ready somewhere and some node is told to load the current one. Once a node
@@ -70,6 +71,10 @@ class Dispatcher:
         older current revision just before a swap is served by the newer one."""
         self._retiring: dict[str, set[tuple[str, str]]] = {}
         """Engine id → the (session id, model location) pairs not yet reported unloaded."""
+        self._missed: dict[tuple[str, str], int] = {}
+        """(node id, model location) → the number of a trained segment sent to the node whose
+        session ended before it answered. A later session of that node that reports the model still
+        held is told to unload it, so its next load replays the pair."""
         registry.listeners.append(self._model_state_changed)
 
     def queue_size(self) -> int:
@@ -108,9 +113,9 @@ class Dispatcher:
     async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
         """Send the pair to every node holding a revision of the engine (ready or loading) and wait
         for each within `timeout_s`; how many nodes learned it. The pair is stored first, so a node
-        that went away learns it when it next loads the revision; one that failed or did not answer
-        in time is told to unload the revision, so it never serves a model without the pair (it
-        learns the pair on its next load)."""
+        learns it on its next load of the revision: one that failed or did not answer in time is
+        told to unload the revision now, one that went away when it reconnects still holding it, so
+        no node serves a model without the pair."""
         op = node_pb2.TrainSegmentOp(
             source_segment=work.source_segment,
             target_segment=work.target_segment,
@@ -136,6 +141,10 @@ class Dispatcher:
             try:
                 result = await _wait(future, deadline)
             except NodeGone:
+                self._missed[(session.node_id, key.location)] = work.seq
+                log.warning(
+                    "a node went away before it learned a trained segment", extra={**extra, "seq": work.seq}
+                )
                 continue
             except TimeoutError:
                 session.forget(item_id)
@@ -344,6 +353,14 @@ class Dispatcher:
                 _send_load(session, model, why="published")
 
     def _model_state_changed(self, session: NodeSession, status: node_pb2.ModelStatus) -> None:
+        missed = self._missed.pop((session.node_id, status.model.location), None)
+        if missed is not None and status.state in (READY, LOADING):
+            session.unload(ModelKey(status.model.engine_id, status.model.revision))
+            log.info(
+                "asked a reconnected node to unload a model that missed a trained segment",
+                extra={"node_id": session.node_id, "model": status.model.location, "seq": missed},
+            )
+            return
         retiring = self._retiring.get(status.model.engine_id)
         if retiring is not None:
             if status.state == node_pb2.MODEL_STATE_UNLOADED:

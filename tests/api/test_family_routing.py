@@ -56,7 +56,14 @@ def node_token(api: RunningApi) -> str:
 class FamilyNode(ScriptedNode):
     """A node whose Hello claims `families` (None: an older node's Hello, without the field)."""
 
-    def __init__(self, api: RunningApi, token: str, node_id: str, families: list[int] | None) -> None:
+    def __init__(
+        self,
+        api: RunningApi,
+        token: str,
+        node_id: str,
+        families: list[int] | None,
+        models: tuple[node_pb2.ModelStatus, ...] = (),
+    ) -> None:
         super().__init__(api.grpc_target, token)
         self.node_id = node_id
         self.others: list[node_pb2.ApiMessage] = []
@@ -69,6 +76,7 @@ class FamilyNode(ScriptedNode):
                 free_slots=4,
                 slots=4,
                 families=families or [],
+                models=models,
             )
         )
         assert self.read().HasField("welcome")

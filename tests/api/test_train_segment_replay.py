@@ -17,6 +17,7 @@ from tests.api.conftest import RunningApi, create_engine
 from tests.api.test_family_routing import (
     NMT,
     SMT,
+    FamilyNode,
     api,
     built_engine,
     complete_build,
@@ -25,6 +26,7 @@ from tests.api.test_family_routing import (
     node_token,
     nodes,
 )
+from tests.api.test_node_protocol import node_rows, wait_until
 
 pytestmark = pytest.mark.database
 __all__ = ["api", "node_token"]
@@ -133,6 +135,32 @@ def test_a_node_that_fails_to_learn_unloads_the_revision(api: RunningApi, node_t
         unload = bad.read().unload_model.model
         assert unload.location == f"models/{engine_id}/1"
         assert good.no_work() and not any(m.HasField("unload_model") for m in good.others)
+
+
+def test_a_node_gone_before_it_learned_unloads_the_revision_when_it_reconnects(
+    api: RunningApi, node_token: str
+) -> None:
+    with api.client() as client, ThreadPoolExecutor(1) as pool:
+        engine_id = built_engine(api, client)
+        with nodes(api, node_token, flaky=[SMT]) as [node]:
+            node.ready(engine_id)
+            answer = in_background(
+                pool,
+                client,
+                f"/translation/engines/{engine_id}/train-segment",
+                {"sourceSegment": SOURCE, "targetSegment": TARGET, "sentenceStart": True},
+            )
+            assert node.work().train_segment.target_segment == TARGET
+        assert answer.result(timeout=20).status_code == 200, "stored, though the node went away"
+
+        model = node_pb2.ModelRef(engine_id=engine_id, revision=1, location=f"models/{engine_id}/1")
+        held = node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY)
+        back = FamilyNode(api, node_token, "flaky", [SMT], models=(held,))
+        try:
+            assert back.read().unload_model.model.location == model.location
+        finally:
+            back.close()
+            wait_until(lambda: node_rows(api).get("flaky") == "gone")
 
 
 def test_pairs_are_stored_without_nodes_and_replayed_after_the_revision_s_build(
