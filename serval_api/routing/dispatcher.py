@@ -308,6 +308,8 @@ class Dispatcher:
         """Unload every revision of the engine from every node and wait up to `timeout_s` until each
         node reports it unloaded (its work for it done) or its session ends. Whether all did."""
         self._newest.pop(engine_id, None)
+        gone = f"models/{engine_id}/"
+        self._missed = {key: seq for key, seq in self._missed.items() if not key[1].startswith(gone)}
         waiting = self._retiring.setdefault(engine_id, set())
         try:
             for session in self.registry.sessions():
