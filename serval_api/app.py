@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import socket
@@ -37,7 +38,7 @@ from serval_api.routing.dispatcher import Dispatcher
 from serval_api.routing.fleet import Fleet
 from serval_api.routing.node_api import NodeApiServicer
 from serval_api.routing.registry import NodeRegistry
-from serval_api.service import Services, platform
+from serval_api.service import Services, platform, train_segments
 from serval_api.service.context import LONG_POLL_MAX_S
 from serval_api.service.keys import verify_node_token
 from serval_api.service.store_sweep import sweep_forever
@@ -155,7 +156,14 @@ class ApiService:
             WordAlignmentPlatformApi(services), server
         )
         node_pb2_grpc.add_InferenceNodeApiServicer_to_server(
-            NodeApiServicer(registry, settings, verify_token, DatabaseNodeRecords(db)), server
+            NodeApiServicer(
+                registry,
+                settings,
+                verify_token,
+                DatabaseNodeRecords(db),
+                train_segments=functools.partial(train_segments.replay, db),
+            ),
+            server,
         )
         self._health = await add_health_services(server, services)
         reflection.enable_server_reflection(

@@ -18,7 +18,9 @@ nodes serving its family.
 
 Train-segment (families that learn segments): the pair goes to every node holding a revision of the
 engine, ready or loading, at once; a node loading a revision later replays the pairs itself
-(`GetTrainSegments`), and each pair carries its number so no node applies it twice.
+(`GetTrainSegments`), and each pair carries its number so no node applies it twice. A node that
+fails to learn a pair unloads the revision, and one whose session ended first unloads it when it
+reconnects still holding it, so no node serves a model that missed a pair.
 
 Hot swap: while no node has an engine's current revision ready, requests go to the newest older
 revision that is ready somewhere and some node is told to load the current one. Once a node
@@ -69,6 +71,10 @@ class Dispatcher:
         older current revision just before a swap is served by the newer one."""
         self._retiring: dict[str, set[tuple[str, str]]] = {}
         """Engine id → the (session id, model location) pairs not yet reported unloaded."""
+        self._missed: dict[tuple[str, str], int] = {}
+        """(node id, model location) → the number of a trained segment sent to the node whose
+        session ended before it answered. A later session of that node that reports the model still
+        held is told to unload it, so its next load replays the pair."""
         registry.listeners.append(self._model_state_changed)
 
     def queue_size(self) -> int:
@@ -106,17 +112,21 @@ class Dispatcher:
 
     async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
         """Send the pair to every node holding a revision of the engine (ready or loading) and wait
-        for each within `timeout_s`; how many nodes learned it. A node that fails or goes away
-        learns it when it next loads the revision (the pair is stored first)."""
+        for each within `timeout_s`; how many nodes learned it. The pair is stored first, so a node
+        learns it on its next load of the revision: one that failed or did not answer in time is
+        told to unload the revision now, one that went away when it reconnects still holding it, so
+        no node serves a model without the pair."""
         op = node_pb2.TrainSegmentOp(
             source_segment=work.source_segment,
             target_segment=work.target_segment,
             sentence_start=work.sentence_start,
             seq=work.seq,
         )
-        sent: list[tuple[NodeSession, str, asyncio.Future[node_pb2.WorkResult]]] = []
+        sent: list[tuple[NodeSession, ModelKey, str, asyncio.Future[node_pb2.WorkResult]]] = []
         deadline = time.monotonic() + timeout_s
         for session in self.registry.sessions():
+            if work.family not in session.families:
+                continue
             for key in session.held():
                 if key.engine_id != work.model.engine_id:
                     continue
@@ -124,31 +134,32 @@ class Dispatcher:
                 item = node_pb2.WorkItem(
                     request_id=item_id, deadline=_wall_clock(deadline), model=model_ref(key), train_segment=op
                 )
-                sent.append((session, item_id, session.submit(item_id, item)))
+                sent.append((session, key, item_id, session.submit(item_id, item)))
         learned = 0
-        for session, item_id, future in sent:
+        for session, key, item_id, future in sent:
+            extra = {"request_id": request_id, "node_id": session.node_id, "model": key.location}
             try:
                 result = await _wait(future, deadline)
             except NodeGone:
+                self._missed[(session.node_id, key.location)] = work.seq
+                log.warning(
+                    "a node went away before it learned a trained segment", extra={**extra, "seq": work.seq}
+                )
                 continue
             except TimeoutError:
                 session.forget(item_id)
-                log.warning(
-                    "a node did not learn a trained segment in time",
-                    extra={"request_id": request_id, "node_id": session.node_id},
-                )
-                continue
-            if result.HasField("error"):
-                log.warning(
-                    "a node could not learn a trained segment",
-                    extra={
-                        "request_id": request_id,
-                        "node_id": session.node_id,
-                        "error": result.error.message,
-                    },
-                )
-                continue
-            learned += 1
+                reason = "did not answer in time"
+            else:
+                if not result.HasField("error"):
+                    learned += 1
+                    continue
+                reason = redact(result.error.message)
+            if not session.closed:
+                session.unload(key)
+            log.warning(
+                "a node did not learn a trained segment; it unloads the revision",
+                extra={**extra, "seq": work.seq, "error": reason},
+            )
         await self.registry.notify()
         return learned
 
@@ -297,6 +308,8 @@ class Dispatcher:
         """Unload every revision of the engine from every node and wait up to `timeout_s` until each
         node reports it unloaded (its work for it done) or its session ends. Whether all did."""
         self._newest.pop(engine_id, None)
+        gone = f"models/{engine_id}/"
+        self._missed = {key: seq for key, seq in self._missed.items() if not key[1].startswith(gone)}
         waiting = self._retiring.setdefault(engine_id, set())
         try:
             for session in self.registry.sessions():
@@ -342,6 +355,14 @@ class Dispatcher:
                 _send_load(session, model, why="published")
 
     def _model_state_changed(self, session: NodeSession, status: node_pb2.ModelStatus) -> None:
+        missed = self._missed.pop((session.node_id, status.model.location), None)
+        if missed is not None and status.state in (READY, LOADING):
+            session.unload(ModelKey(status.model.engine_id, status.model.revision))
+            log.info(
+                "asked a reconnected node to unload a model that missed a trained segment",
+                extra={"node_id": session.node_id, "model": status.model.location, "seq": missed},
+            )
+            return
         retiring = self._retiring.get(status.model.engine_id)
         if retiring is not None:
             if status.state == node_pb2.MODEL_STATE_UNLOADED:

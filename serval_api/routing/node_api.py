@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeSession
+from serval_api.routing.work import ModelKey, TrainSegmentWork
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,19 @@ class BadFrame(Exception):
     """The node sent bytes that are not a NodeMessage."""
 
 
+class _Refused(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 TokenVerifier = Callable[[str], Awaitable[str | None]]
 """A node token's id, or None when the token is unknown or revoked."""
+
+TrainSegmentSource = Callable[[ModelKey], Awaitable[list[TrainSegmentWork] | None]]
+"""The pairs a node loading the model revision replays, oldest first; None when the engine or
+that revision of it does not exist."""
 
 
 class NodeRecords(Protocol):
@@ -56,11 +68,13 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         settings: Settings,
         verify_token: TokenVerifier,
         records: NodeRecords | None = None,
+        train_segments: TrainSegmentSource | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
         self.verify_token = verify_token
         self.records = records
+        self.train_segments = train_segments
         self.instance_id = settings.api_instance_name
 
     async def Connect(self, request_iterator: object, context: grpc.aio.ServicerContext) -> None:
@@ -165,6 +179,47 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         if session.kicked.is_set():
             await self._reject(context, node_pb2.REJECTION_REASON_BAD_TOKEN, reason)
 
+    async def GetTrainSegments(
+        self, request: node_pb2.GetTrainSegmentsRequest, context: grpc.aio.ServicerContext
+    ) -> node_pb2.GetTrainSegmentsResponse:
+        """The same node token as Connect; the model by its location (or, without one, its engine
+        id and revision)."""
+        try:
+            pairs = await self._replay(request.model, await self.verify_token(_bearer_token(context)))
+        except _Refused as e:
+            await context.abort(e.code, e.message)
+            raise
+        return node_pb2.GetTrainSegmentsResponse(
+            segments=[
+                node_pb2.TrainSegmentOp(
+                    source_segment=pair.source_segment,
+                    target_segment=pair.target_segment,
+                    sentence_start=pair.sentence_start,
+                    seq=pair.seq,
+                )
+                for pair in pairs
+            ]
+        )
+
+    async def _replay(self, ref: node_pb2.ModelRef, token_id: str | None) -> list[TrainSegmentWork]:
+        if token_id is None:
+            raise _Refused(grpc.StatusCode.UNAUTHENTICATED, "invalid or revoked node token")
+        model = _model_key(ref)
+        if model is None:
+            raise _Refused(
+                grpc.StatusCode.INVALID_ARGUMENT, "model: expected the location models/{engineId}/{revision}"
+            )
+        if self.train_segments is None:
+            raise _Refused(grpc.StatusCode.UNIMPLEMENTED, "this API service keeps no train segments")
+        pairs = await self.train_segments(model)
+        if pairs is None:
+            raise _Refused(grpc.StatusCode.NOT_FOUND, f"model {model.location} not found")
+        log.info(
+            "train segments sent for replay",
+            extra={"model": model.location, "segments": len(pairs), "token_id": token_id},
+        )
+        return pairs
+
     async def _forget(self, session: NodeSession, reason: str) -> None:
         await self.registry.remove(session, reason)
         if self.records is not None:
@@ -240,6 +295,15 @@ def _bearer_token(context: grpc.aio.ServicerContext) -> str:
         if key == "authorization" and isinstance(value, str) and value.lower().startswith("bearer "):
             return value[7:].strip()
     return ""
+
+
+def _model_key(ref: node_pb2.ModelRef) -> ModelKey | None:
+    if ref.location:
+        key = ModelKey.parse(ref.location)
+        if key is None or (ref.engine_id and ref.engine_id != key.engine_id):
+            return None
+        return key
+    return ModelKey(ref.engine_id, ref.revision) if ref.engine_id and ref.revision > 0 else None
 
 
 def _printable(text: str, max_chars: int) -> str:

@@ -114,6 +114,7 @@ async def start_build(
                 job_token_hash=hash_secret(token),
                 date_created=now,
                 execution_data=plan.execution_data(engine),
+                train_segments_through=plan.train_segments_through,
                 deployment_version=service_version(),
             )
             if engine.type == EngineType.ECHO:

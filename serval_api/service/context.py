@@ -12,7 +12,7 @@ from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
 from serval_api.routing.fleet import Fleet
-from serval_api.routing.work import AlignWork, Served, TranslateWork, WordGraphWork
+from serval_api.routing.work import AlignWork, Served, TrainSegmentWork, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
 from serval_api.service.lookups import Lookups
 from serval_common.settings import Settings
@@ -41,6 +41,9 @@ class TranslationDispatcher(Protocol):
     async def retire_engine(self, engine_id: str, timeout_s: float) -> bool:
         """The engine is gone: route nothing more to it, have every node unload its revisions once
         their work is done, and wait up to `timeout_s` for that. Whether every node did."""
+
+    async def train_segment(self, work: TrainSegmentWork, *, request_id: str, timeout_s: float) -> int:
+        """Every node holding a revision of the engine learns the pair; how many did."""
 
 
 @dataclass

@@ -121,6 +121,8 @@ class ExportPlan:
     word_align_rows: list[dict[str, Any]] | None = None
     """A word-alignment build's pairs to align (`WORD_ALIGN_INPUT`); None for a translation build."""
     word_align_on: list[WordAlignEntry] | None = None
+    train_segments_through: int | None = None
+    """The highest `TrainSegment.id` among the train-segment pairs the build trains on (None: none)."""
 
     def execution_data(self, engine: Engine) -> dict[str, Any]:
         if self.word_align_rows is not None:
@@ -192,11 +194,17 @@ async def plan_build(
         }
         train_on = build_corpora.resolve("trainOn", train_on, **known)
         pretranslate = build_corpora.resolve("pretranslate", pretranslate, **known)
-        segment_pairs = await train_segments.training_pairs(s, engine_id) if train_on != [] else []
+        segments = (
+            await train_segments.training_pairs(s, engine_id)
+            if train_on != []
+            else train_segments.TrainingPairs([], None)
+        )
     corpora = _chosen(catalog, train_on, pretranslate)
     store = model_store(services.settings)
-    plan = await asyncio.to_thread(_collect, store, corpora, engine, segment_pairs)
-    plan = replace(plan, train_on=train_on, pretranslate=pretranslate)
+    plan = await asyncio.to_thread(_collect, store, corpora, engine, segments.pairs)
+    plan = replace(
+        plan, train_on=train_on, pretranslate=pretranslate, train_segments_through=segments.through
+    )
     if EngineType(engine.type).is_word_alignment:
         plan = await plan_word_align(store, plan, catalog, word_align_on)
     return plan

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 TRANSLATION_TYPES = frozenset({EngineType.NMT, EngineType.ECHO, EngineType.SMT_TRANSFER})
 WORD_ALIGNMENT_TYPES = frozenset({EngineType.STATISTICAL})
+PERSISTED_BY_DEFAULT = frozenset({EngineType.SMT_TRANSFER})
+"""Types whose `isModelPersisted` is true when the client leaves it out, as Serval sets it."""
 
 
 def parse_engine_type(value: str, allowed: frozenset[EngineType] = TRANSLATION_TYPES) -> EngineType:
@@ -73,6 +75,8 @@ async def create_engine(
     limits.optional_text("name", name, limits.NAME_CHARS)
     if engine_id is not None:
         limits.new_id("engineId", engine_id)
+    if is_model_persisted is None and kind in PERSISTED_BY_DEFAULT:
+        is_model_persisted = True
     engine = Engine(
         id=engine_id or new_id(),
         owner=caller.owner,

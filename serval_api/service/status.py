@@ -162,9 +162,8 @@ def language_info(caller: Caller, engine_type: str, tag: str) -> tuple[str, Lang
 def queue_size(
     services: Services, caller: Caller, engine_type: str, types: frozenset[EngineType] = TRANSLATION_TYPES
 ) -> tuple[str, int]:
-    """Serval's engine-type queue: build jobs waiting to run (echo builds never wait). `types`:
-    the engine types of the asking API's kind."""
+    """Serval's engine-type queue: build jobs waiting to run (echo builds never wait; every other
+    type's builds wait in the one job queue). `types`: the engine types of the asking API's kind."""
     caller.require(READ_ENGINES)
     kind = parse_engine_type(engine_type, types)
-    waits = kind in (EngineType.NMT, EngineType.STATISTICAL)
-    return kind.value, services.launcher.queue_depth() if waits else 0
+    return kind.value, 0 if kind is EngineType.ECHO else services.launcher.queue_depth()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import uuid
+import weakref
 
 from serval.translation.v1 import common_pb2, engine_pb2
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Engine, EngineType
 from serval_api.errors import InvalidArgument, NotBuilt, NotFound
-from serval_api.routing.work import ModelKey, Served, TranslateWork, WordGraphWork
+from serval_api.routing.work import ModelKey, Served, TrainSegmentWork, TranslateWork, WordGraphWork
 from serval_api.service import limits, train_segments
 from serval_api.service.changes import engine_key
 from serval_api.service.context import Services
@@ -26,12 +28,13 @@ async def translate(
     services: Services, caller: Caller, engine_id: str, segment: str, n: int = 1
 ) -> Served[list[engine_pb2.TranslationResult]]:
     """Up to n translations and the model revision that made them (a human translation sent with
-    train-segment, or the echo engine, answer for the engine's current revision)."""
+    train-segment, or the echo engine, answer for the engine's current revision). An engine whose
+    model learns trained segments (smt-transfer) always answers from the model."""
     record = await _engine_for_segment(services, caller, engine_id, segment)
     engine = record.engine
     _check_n(services.settings.api.max_n_best, n)
     _require_built(engine)
-    if record.has_train_segments:
+    if record.has_train_segments and not train_segments.learns_segments(engine.type):
         async with services.db.session() as s:
             human = await train_segments.find_target(s, engine_id, segment)
         if human is not None:
@@ -142,16 +145,49 @@ async def train_segment(
     target_segment: str,
     sentence_start: bool = True,
 ) -> None:
+    """Store the pair; for a family that learns segments, then have every node holding a revision
+    of the engine learn it, and return once they have (or `api.request_timeout_s` passed: a node
+    that missed it replays it when it next loads the revision). The pair stays stored whatever the
+    nodes answer."""
     caller.require(UPDATE_ENGINES)
     limit = services.settings.api.max_segment_chars
-    async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id, lock=True)
-        limits.segment("sourceSegment", source_segment, limit)
-        limits.segment("targetSegment", target_segment, limit)
-        _require_built(engine)
-        await train_segments.store_pair(s, engine, source_segment, target_segment, sentence_start)
-    services.changes.notify(engine_key(engine_id))
-    log.info("segment trained", extra={"engine_id": engine_id})
+    async with _learning_order(engine_id):
+        async with services.db.session() as s:
+            engine = await owned_engine(s, caller, engine_id, lock=True)
+            limits.segment("sourceSegment", source_segment, limit)
+            limits.segment("targetSegment", target_segment, limit)
+            _require_built(engine)
+            row = await train_segments.store_pair(s, engine, source_segment, target_segment, sentence_start)
+            work = TrainSegmentWork(
+                model=ModelKey(engine.id, engine.model_revision),
+                family=engine.type,
+                source_segment=source_segment,
+                target_segment=target_segment,
+                sentence_start=sentence_start,
+                seq=row.id,
+            )
+        services.changes.notify(engine_key(engine_id))
+        extra = {"engine_id": engine_id, "seq": work.seq}
+        if not train_segments.learns_segments(work.family):
+            log.info("segment trained", extra=extra)
+            return
+        request_id = uuid.uuid4().hex
+        learned = await services.dispatcher.train_segment(
+            work, request_id=request_id, timeout_s=services.settings.api.request_timeout_s
+        )
+    log.info("segment trained", extra={**extra, "request_id": request_id, "nodes": learned})
+
+
+_orders: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def _learning_order(engine_id: str) -> asyncio.Lock:
+    """One lock per engine, held from storing a pair until the nodes learned it, so this replica
+    sends an engine's pairs in the order of their numbers (a node applies each number once)."""
+    lock = _orders.get(engine_id)
+    if lock is None:
+        lock = _orders[engine_id] = asyncio.Lock()
+    return lock
 
 
 def human_result(segment: str, target: str) -> engine_pb2.TranslationResult:

@@ -57,7 +57,7 @@ def test_create_rejects_bad_type_and_language(
     stub: engine_pb2_grpc.TranslationEngineApiStub, key: object
 ) -> None:
     not_served = engine_pb2.CreateRequest(
-        engine_type="SmtTransfer", engine_id="e1", source_language="en", target_language="sw"
+        engine_type="Statistical", engine_id="e1", source_language="en", target_language="sw"
     )
     assert code_of(stub.Create, not_served, metadata=key) == grpc.StatusCode.UNIMPLEMENTED
     bad_type = engine_pb2.CreateRequest(

@@ -77,14 +77,14 @@ def test_invalid_engine_type_and_language_answer_400(client: httpx.Client) -> No
     assert "targetLanguage" in missing.json()["message"]
 
 
-def test_serval_engine_types_not_served_here_answer_405(client: httpx.Client) -> None:
+def test_word_alignment_engine_types_answer_405_here(client: httpx.Client) -> None:
     created = client.post(
-        "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "smt-transfer"}
+        "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"}
     )
     assert created.status_code == 405
-    assert "smt-transfer" in created.json()["message"]
-    assert client.get("/translation/engine-types/SmtTransfer/queues").status_code == 405
-    assert client.get("/translation/engine-types/smt-transfer/languages/en").status_code == 405
+    assert "statistical" in created.json()["message"]
+    assert client.get("/translation/engine-types/Statistical/queues").status_code == 405
+    assert client.get("/translation/engine-types/statistical/languages/en").status_code == 405
     assert client.get("/translation/engine-types/no-such-type/queues").status_code == 400
 
 

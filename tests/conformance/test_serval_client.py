@@ -12,8 +12,11 @@ with the build's job token (model published, pretranslations streamed), as a bui
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import io
 import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -28,6 +31,7 @@ import httpx
 import pytest
 
 from serval_api.auth import ALL_SCOPES
+from serval_api.builds.local import job_environment
 from serval_api.service.keys import create_node_token
 from serval_cli import processes
 from serval_common.manifest import Manifest, publish_folder
@@ -148,16 +152,20 @@ class Scenario:
     """The walk over every operation for one engine type. `complete_build` plays the build job
     where the engine type needs one (nmt); `warm_up` waits until the engine can translate."""
 
-    def __init__(self, api: RunningApi, walker: Walker, engine_type: str) -> None:
+    def __init__(self, api: RunningApi, walker: Walker, engine_type: str, training_pairs: int = 0) -> None:
+        """`training_pairs`: verse pairs of a training corpus the first build trains on (an engine
+        type without a base model to start from, such as smt-transfer); 0: it trains on nothing."""
         self.api = api
         self.w = walker
         self.engine_type = engine_type
+        self.training_pairs = training_pairs
 
     def run(
         self,
         hook_url: str,
         complete_build: Callable[[dict[str, Any]], None] | None = None,
         warm_up: Callable[[str], None] | None = None,
+        after_train_segment: Callable[[str], None] | None = None,
     ) -> None:
         w = self.w
         began = datetime.now(UTC) - timedelta(seconds=2)
@@ -269,10 +277,13 @@ class Scenario:
         ]
         if added.is_success:
             pretranslate.append({"corpusId": engine_corpus})
+        train_on: list[dict[str, Any]] = []
+        if self.training_pairs:
+            train_on.append({"parallelCorpusId": self.training_corpus(engine, files, corpora)})
         started = w.call(
             f"{E}.StartBuild",
             engine,
-            json_body={"name": "first", "trainOn": [], "pretranslate": pretranslate},
+            json_body={"name": "first", "trainOn": train_on, "pretranslate": pretranslate},
         )
         build_id = w.id_of(started, "build")
         if complete_build is not None and started.is_success:
@@ -306,6 +317,8 @@ class Scenario:
             engine,
             json_body={"sourceSegment": SEGMENT, "targetSegment": "Heri wapatanishi.", "sentenceStart": True},
         )
+        if after_train_segment is not None:
+            after_train_segment(engine_id)
         w.call(f"{E}.GetModelDownloadUrl", engine)
 
         usfm_query = {
@@ -351,6 +364,21 @@ class Scenario:
             w.call("Corpora.Delete", {"id": corpus_id})
         for file_id in files.values():
             w.call("DataFiles.Delete", {"id": file_id})
+
+    def training_corpus(self, engine: dict[str, str], files: dict[str, str], corpora: dict[str, str]) -> str:
+        """A parallel corpus of `training_pairs` verses (the NT's first, a book of their own: TRN);
+        its files and corpora join `files` and `corpora`, so the walk deletes them too."""
+        for lang, name in (("en", "engwebp.txt"), ("sw", "swh1850.txt")):
+            lines = (EBIBLE / name).read_text(encoding="utf-8").split("\n")[: self.training_pairs]
+            files[f"{lang}-train"] = self.upload("TRN.txt", text_file(lines))
+            refs = [{"fileId": files[f"{lang}-train"], "textId": "TRN"}]
+            corpora[f"{lang}-train"] = self.corpus(lang, refs)
+        body = {
+            "name": "train",
+            "sourceCorpusIds": [corpora["en-train"]],
+            "targetCorpusIds": [corpora["sw-train"]],
+        }
+        return self.w.id_of(self.w.call(f"{E}.AddParallelCorpus", engine, json_body=body), "train-pc")
 
     def upload(self, name: str, data: bytes, file_format: str = "Text") -> str:
         response = self.w.call(
@@ -558,3 +586,119 @@ def test_statistical_engine(api: RunningApi, report: Report) -> None:
     failures = report.failures("statistical")
     assert not failures, f"{len(failures)} problems for statistical:\n" + "\n".join(failures)
     pytest.skip(ALIGN_PENDING)
+
+
+SMT_TRAINING_PAIRS = 300
+SMT_BUILD_TIMEOUT_S = 600
+
+
+def run_build_job(api: RunningApi) -> Callable[[dict[str, Any]], None]:
+    """The build job itself, as the local launcher runs it (`python -m build_jobs run` with the
+    job's environment), reporting to this API service through the platform gRPC API."""
+
+    def complete(build: dict[str, Any]) -> None:
+        spec = api.launcher.specs[-1]
+        assert spec.build_id == build["id"]
+        spec = dataclasses.replace(spec, api_address=api.grpc_target)
+        job = subprocess.run(
+            [sys.executable, "-m", "build_jobs", *spec.command_args()],
+            env=job_environment(api.service.settings, spec),
+            capture_output=True,
+            timeout=SMT_BUILD_TIMEOUT_S,
+        )
+        tail = job.stdout.decode(errors="replace")[-3000:] + job.stderr.decode(errors="replace")[-3000:]
+        assert job.returncode == 0, f"the smt-transfer build job failed ({job.returncode}):\n{tail}"
+
+    return complete
+
+
+def smt_available() -> str | None:
+    """Why the smt-transfer walk cannot run here, or None: it needs the node's SMT family and the
+    SMT build job (the `smt` extra, sil-machine and sil-thot)."""
+    for module in ("inference_gpu.families.smt", "build_jobs.smt.build"):
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            return f"{module} does not import ({e}): no smt-transfer node or build job here"
+    from inference_gpu.families import available_families
+
+    if "smt-transfer" not in available_families():
+        return "this machine's inference node would not serve smt-transfer"
+    return None
+
+
+LEARNED_VERSE = 5000
+"""A line of the NT files past the training pairs: the verse the smt-transfer walk trains live."""
+
+
+class SmtNode:
+    """The walk's inference node process, which `learns_and_replays` restarts."""
+
+    def __init__(self, api: RunningApi, home: Path) -> None:
+        self.api = api
+        self.home = home
+        self.starts = 0
+        self.process = self.start()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        self.starts += 1
+        return start_node(self.api, self.home / f"node-{self.starts}")
+
+    def restart(self) -> None:
+        processes.stop(self.process)
+        self.process = self.start()
+
+
+def learns_and_replays(client: httpx.Client, node: SmtNode) -> Callable[[str], None]:
+    """Train-segment changes the loaded model at once (the next translate is closer to the trained
+    target), and a node started afterwards, replaying the engine's trained segments as it loads the
+    revision, translates it the same."""
+
+    def words(text: str) -> set[str]:
+        return {w.strip(".,;:!?\"'").lower() for w in text.split()} - {""}
+
+    def check(engine_id: str) -> None:
+        source, target = (
+            (EBIBLE / name).read_text(encoding="utf-8").split("\n")[LEARNED_VERSE - 1]
+            for name in ("engwebp.txt", "swh1850.txt")
+        )
+        base = f"{BASE_PATH}/translation/engines/{engine_id}"
+
+        def translate() -> str:
+            response = client.post(f"{base}/translate", json=source, timeout=60)
+            assert response.status_code == 200, response.text
+            translation: str = response.json()["translation"]
+            return translation
+
+        before = translate()
+        pair = {"sourceSegment": source, "targetSegment": target, "sentenceStart": True}
+        assert client.post(f"{base}/train-segment", json=pair).status_code == 200
+        learned = translate()
+        assert len(words(learned) & words(target)) > len(words(before) & words(target)), (before, learned)
+        node.restart()
+        wait_until_translating(client)(engine_id)
+        assert translate() == learned, "a node loading the revision replays the trained segments"
+
+    return check
+
+
+@pytest.mark.sqlite_pass_only
+def test_smt_transfer_engine(api: RunningApi, report: Report, hooks: HookReceiver, tmp_path: Path) -> None:
+    """The walk for an `smt-transfer` engine: the real build job (`python -m build_jobs run`, which
+    trains a Thot model on a few hundred verse pairs) and a real inference node serving the family."""
+    reason = smt_available()
+    if reason is not None:
+        pytest.skip(reason)
+    node = SmtNode(api, tmp_path)
+    try:
+        with rest_client(api) as client:
+            walker = Walker(client, "smt-transfer", report)
+            Scenario(api, walker, "smt-transfer", training_pairs=SMT_TRAINING_PAIRS).run(
+                hooks.url,
+                complete_build=run_build_job(api),
+                warm_up=wait_until_translating(client),
+                after_train_segment=learns_and_replays(client, node),
+            )
+    finally:
+        processes.stop(node.process)
+    assert_conformant(walker, report)
