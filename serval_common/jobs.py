@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 CANCELED_EXIT_CODE = 143
 """128 + SIGTERM: how a build job that stopped because it was canceled exits."""
 
+WORD_ALIGN_INPUT = "word-align.json"
+"""A word-alignment build's export under `builds/{buildId}/`: a JSON array of the sentence pairs
+to align, `{corpusId, textId, sourceRefs, targetRefs, source, target}`."""
+
 
 @dataclass(frozen=True)
 class JobSpec:

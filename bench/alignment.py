@@ -1,0 +1,187 @@
+"""Which statistical aligner a `statistical` build uses: the Thot model types side by side on the
+bundled English→Swahili New Testament.
+
+    PYTHONPATH=. .venv/bin/python bench/alignment.py [--models hmm eflomal fast_align]
+                 [--pairs 0] [--latency-pairs 300] [--out bench/results/alignment.json]
+
+For each model type it trains the symmetrized (direct + inverse, grow-diag-final-and) model the
+build trains (`serval_common.thot_alignment.train`: Latin word tokenizer, lowercased) on every
+verse pair, and measures:
+
+- training time (both directions, one process; eflomal runs its sampler chains serially with a
+  fixed seed, as the build does);
+- align latency per pair: each of `--latency-pairs` verse pairs aligned alone by the loaded
+  folder (`ThotAligner.align`, what the node's `AlignmentModel.align` runs in its worker thread),
+  median and p95;
+- quality without a gold alignment:
+  * direction agreement: |D ∩ I| / |D ∪ I| of the direct and inverse models' own alignments
+    (two independently trained directions that agree are more often right);
+  * name anchors: in each pair, a capitalized source word that is not the first word and a
+    capitalized target word sharing at least its first 4 letters (Abraham/Abrahamu,
+    Isaac/Isaka, Jerusalem/Yerusalemu fails on purpose: different letters), each unique in its
+    verse, plus identical numbers. Recall: anchors the symmetrized alignment links; precision:
+    of the links leaving an anchor's source word, the share that reach its target word;
+  * cross-model agreement: F1 between each two models' symmetrized links on the same verses.
+
+Scores (the link's translation probability) are summarised too: mean score of anchor links
+against all links, since a score that means something is higher on the safe links.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from serval_common.thot_alignment import Aligned, AlignmentSettings, ModelType, ThotAligner, train
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ebible-nt"
+
+
+def verse_pairs(source: str = "engwebp", target: str = "swh1850") -> list[tuple[str, str]]:
+    src = (DATA / f"{source}.txt").read_text(encoding="utf-8").splitlines()
+    trg = (DATA / f"{target}.txt").read_text(encoding="utf-8").splitlines()
+    return [
+        (s.strip(), t.strip())
+        for s, t in zip(src, trg, strict=True)
+        if s.strip() and t.strip() and "<range>" not in (s.strip(), t.strip())
+    ]
+
+
+def anchors(aligned: Aligned) -> list[tuple[int, int]]:
+    """(source index, target index) of the pair's safe links: names sharing 4 first letters, numbers."""
+    src, trg = aligned.source_tokens, aligned.target_tokens
+
+    def unique(tokens: list[str], token: str) -> bool:
+        return tokens.count(token) == 1
+
+    found: list[tuple[int, int]] = []
+    for i, s in enumerate(src):
+        if not unique(src, s):
+            continue
+        if s.isdigit():
+            matches = [j for j, t in enumerate(trg) if t == s]
+        elif i > 0 and s[:1].isupper() and len(s) >= 4 and s.isalpha():
+            matches = [
+                j for j, t in enumerate(trg) if j > 0 and t[:1].isupper() and t[:4].lower() == s[:4].lower()
+            ]
+        else:
+            continue
+        if len(matches) == 1 and unique(trg, trg[matches[0]]):
+            found.append((i, matches[0]))
+    return found
+
+
+def quality(results: list[Aligned]) -> dict[str, float]:
+    hits = total = out_links = out_hits = 0
+    anchor_scores: list[float] = []
+    all_scores = [link.score for r in results for link in r.links]
+    for r in results:
+        links = {(link.source_index, link.target_index): link.score for link in r.links}
+        for i, j in anchors(r):
+            total += 1
+            if (i, j) in links:
+                hits += 1
+                anchor_scores.append(links[(i, j)])
+            leaving = [k for k in links if k[0] == i]
+            out_links += len(leaving)
+            out_hits += sum(1 for k in leaving if k[1] == j)
+    return {
+        "anchors": total,
+        "anchor_recall": hits / total if total else 0.0,
+        "anchor_precision": out_hits / out_links if out_links else 0.0,
+        "links_per_pair": len(all_scores) / len(results) if results else 0.0,
+        "mean_score_all": statistics.fmean(all_scores) if all_scores else 0.0,
+        "mean_score_anchor": statistics.fmean(anchor_scores) if anchor_scores else 0.0,
+    }
+
+
+def f1(a: list[Aligned], b: list[Aligned]) -> float:
+    both = size_a = size_b = 0
+    for x, y in zip(a, b, strict=True):
+        lx = {(k.source_index, k.target_index) for k in x.links}
+        ly = {(k.source_index, k.target_index) for k in y.links}
+        both += len(lx & ly)
+        size_a += len(lx)
+        size_b += len(ly)
+    return 2 * both / (size_a + size_b) if size_a + size_b else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models", nargs="+", default=["hmm", "eflomal", "fast_align"])
+    parser.add_argument("--pairs", type=int, default=0, help="training pairs (0: every verse pair)")
+    parser.add_argument("--latency-pairs", type=int, default=300)
+    parser.add_argument("--quality-pairs", type=int, default=2000)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/alignment.json"))
+    args = parser.parse_args(argv)
+
+    pairs = verse_pairs()
+    if args.pairs:
+        pairs = pairs[: args.pairs]
+    step = max(1, len(pairs) // args.quality_pairs)
+    quality_pairs = pairs[::step][: args.quality_pairs]
+    lat_step = max(1, len(pairs) // args.latency_pairs)
+    latency_pairs = pairs[::lat_step][: args.latency_pairs]
+    figures: dict[str, dict[str, float]] = {}
+    aligned: dict[str, list[Aligned]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-align-") as work:
+        for name in args.models:
+            model_type: ModelType = name
+            print(f"training {name} on {len(pairs)} pairs…", file=sys.stderr, flush=True)
+            folder = Path(work) / name
+            trained = train(pairs, folder, AlignmentSettings(model_type=model_type))
+            began = time.monotonic()
+            aligner = ThotAligner.load(folder)
+            load_s = time.monotonic() - began
+            latencies: list[float] = []
+            for source, target in latency_pairs:
+                t0 = time.perf_counter()
+                aligner.align(source, target)
+                latencies.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            aligned[name] = aligner.align_many(quality_pairs)
+            batch_ms = (time.perf_counter() - t0) * 1000 / len(quality_pairs)
+            aligner.close()
+            figures[name] = {
+                "train_s": trained.seconds,
+                "load_s": load_s,
+                "size_mb": sum(p.stat().st_size for p in folder.iterdir()) / 1e6,
+                "align_median_ms": statistics.median(latencies),
+                "align_p95_ms": percentile(latencies, 0.95),
+                "align_batch_ms_per_pair": batch_ms,
+                "direction_agreement": trained.agreement,
+                **quality(aligned[name]),
+            }
+            print(json.dumps({name: figures[name]}), file=sys.stderr, flush=True)
+    cross = {f"{a}~{b}": f1(aligned[a], aligned[b]) for a, b in itertools.combinations(aligned, 2)}
+
+    names = list(figures)
+    rows = list(next(iter(figures.values())))
+    print(
+        f"{len(pairs)} training pairs (en→sw), {len(latency_pairs)} latency pairs, {len(quality_pairs)} quality pairs"
+    )
+    print(f"{'':28}" + "".join(f"{n:>14}" for n in names))
+    for row in rows:
+        print(f"{row:28}" + "".join(f"{figures[n][row]:>14.3f}" for n in names))
+    for pair, value in cross.items():
+        print(f"cross-model link F1 {pair}: {value:.3f}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"pairs": len(pairs), "models": figures, "cross_f1": cross}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
