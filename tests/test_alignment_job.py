@@ -46,6 +46,7 @@ class Platform:
     alignments: list[wa_platform_pb2.InsertWordAlignmentsRequest] = field(default_factory=list)
     streams: int = 0
     execution: list[wa_platform_pb2.ExecutionData] = field(default_factory=list)
+    translation_execution: list[platform_pb2.ExecutionData] = field(default_factory=list)
     refused: int = 0
     on_status: Callable[[platform_pb2.UpdateBuildStatusRequest], None] | None = None
 
@@ -88,6 +89,12 @@ class TranslationPlatform(platform_pb2_grpc.TranslationPlatformApiServicer):
         self.p.faults.append(request.message)
         return empty_pb2.Empty()
 
+    def UpdateBuildExecutionData(self, request: Any, context: grpc.ServicerContext) -> empty_pb2.Empty:
+        self.p.authorized(context)
+        self.p.events.append("translation execution data")
+        self.p.translation_execution.append(request.execution_data)
+        return empty_pb2.Empty()
+
 
 class WordAlignmentPlatform(wa_platform_pb2_grpc.WordAlignmentPlatformApiServicer):
     def __init__(self, platform: Platform) -> None:
@@ -106,14 +113,21 @@ class WordAlignmentPlatform(wa_platform_pb2_grpc.WordAlignmentPlatformApiService
         return empty_pb2.Empty()
 
 
+class WordAlignmentPlatformWithoutExecutionData(WordAlignmentPlatform):
+    """An API service whose word-alignment platform lacks UpdateBuildExecutionData."""
+
+    def UpdateBuildExecutionData(self, request: Any, context: grpc.ServicerContext) -> empty_pb2.Empty:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
+
+
 @contextmanager
-def serving(recorder: Platform) -> Iterator[str]:
+def serving(
+    recorder: Platform, word_alignment: type[WordAlignmentPlatform] = WordAlignmentPlatform
+) -> Iterator[str]:
     """Both platform services on a loopback port; yields the address."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     platform_pb2_grpc.add_TranslationPlatformApiServicer_to_server(TranslationPlatform(recorder), server)
-    wa_platform_pb2_grpc.add_WordAlignmentPlatformApiServicer_to_server(
-        WordAlignmentPlatform(recorder), server
-    )
+    wa_platform_pb2_grpc.add_WordAlignmentPlatformApiServicer_to_server(word_alignment(recorder), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
@@ -303,3 +317,19 @@ def test_bad_options_fault_the_build(platform: tuple[Platform, str], tmp_path: P
     assert recorder.events[-1] == "faulted"
     assert "modelType" in recorder.faults[0]
     assert store.list_keys("models") == []
+
+
+def test_without_the_word_alignment_execution_data_call_the_count_goes_to_the_translation_one(
+    tmp_path: Path,
+) -> None:
+    recorder = Platform()
+    store = open_store((tmp_path / "store").as_uri())
+    export(store, "b4", align_rows()[:40])
+    with serving(recorder, WordAlignmentPlatformWithoutExecutionData) as address:
+        code = run_build(spec("b4", address, {}), settings(tmp_path), threading.Event(), store=store)
+
+    assert code == 0, recorder.faults
+    assert recorder.events[-2:] == ["translation execution data", "completed"]
+    data = recorder.translation_execution[0]
+    assert (data.train_count, data.pretranslate_count) == (TRAIN_PAIRS, 40)
+    assert len(recorder.alignments) == 40

@@ -12,6 +12,10 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+# Imported here, not lazily, so that a node without the `smt` extra fails to import this module
+# and does not claim the family (`inference_gpu.families.available_families`).
+import machine.translation.thot  # noqa: F401
+
 from inference_gpu.families.base import Capability, InputTooLong, ServedModel
 from serval.word_alignment.v1 import common_pb2, engine_pb2
 from serval_common.manifest import Manifest
