@@ -10,9 +10,9 @@ verse pair, and measures:
 
 - training time (both directions, one process; eflomal runs its sampler chains serially with a
   fixed seed, as the build does);
-- align latency per pair: each of `--latency-pairs` verse pairs aligned alone by the loaded
-  folder (`ThotAligner.align`, what the node's `AlignmentModel.align` runs in its worker thread),
-  median and p95;
+- align latency per pair: each of `--latency-pairs` verse pairs aligned alone by the node's
+  `AlignmentModel.align` (worker thread included), median and p95; and per pair when the build
+  aligns them in one batch;
 - quality without a gold alignment:
   * direction agreement: |D ∩ I| / |D ∪ I| of the direct and inverse models' own alignments
     (two independently trained directions that agree are more often right);
@@ -30,6 +30,7 @@ against all links, since a score that means something is higher on the safe link
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
 import statistics
@@ -38,7 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from serval_common.thot_alignment import Aligned, AlignmentSettings, ModelType, ThotAligner, train
+from inference_gpu.families.alignment import AlignmentModel
+from serval_common.manifest import Manifest
+from serval_common.settings import NodeSettings
+from serval_common.thot_alignment import BACKEND, Aligned, AlignmentSettings, ModelType, ThotAligner, train
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ebible-nt"
 
@@ -112,6 +116,22 @@ def f1(a: list[Aligned], b: list[Aligned]) -> float:
     return 2 * both / (size_a + size_b) if size_a + size_b else 0.0
 
 
+MANIFEST = Manifest(kind="model-revision", backend=BACKEND, engine_id="bench", revision=1, build_id="bench")
+
+
+async def node_latencies(model: AlignmentModel, pairs: list[tuple[str, str]]) -> list[float]:
+    """Milliseconds per `AlignmentModel.align` call, one pair at a time, as the node runs them."""
+    latencies: list[float] = []
+    try:
+        for source, target in pairs:
+            t0 = time.perf_counter()
+            await model.align(source, target)
+            latencies.append((time.perf_counter() - t0) * 1000)
+    finally:
+        await model.close()
+    return latencies
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -144,13 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             folder = Path(work) / name
             trained = train(pairs, folder, AlignmentSettings(model_type=model_type))
             began = time.monotonic()
-            aligner = ThotAligner.load(folder)
+            node_model = AlignmentModel.load(folder, MANIFEST, NodeSettings())
             load_s = time.monotonic() - began
-            latencies: list[float] = []
-            for source, target in latency_pairs:
-                t0 = time.perf_counter()
-                aligner.align(source, target)
-                latencies.append((time.perf_counter() - t0) * 1000)
+            latencies = asyncio.run(node_latencies(node_model, latency_pairs))
+            aligner = ThotAligner.load(folder)
             t0 = time.perf_counter()
             aligned[name] = aligner.align_many(quality_pairs)
             batch_ms = (time.perf_counter() - t0) * 1000 / len(quality_pairs)
