@@ -9,14 +9,22 @@ from serval_common.thot_alignment import DEFAULT_HEURISTIC, DEFAULT_MODEL_TYPE, 
 
 
 class AlignmentBuildOptions(JobOptions):
-    """See docs/engine-families.md. The default aligner (symmetrized HMM) was chosen by
-    `bench/alignment.py`."""
+    """See docs/engine-families.md.
+
+    The default aligner, eflomal symmetrized with grow-diag-final-and, was chosen with
+    `bench/alignment.py` on the bundled English→Swahili New Testament (7,844 verse pairs): against
+    the HMM and fast_align its two directions agree twice as often (67% of links against 31% and
+    44%), its links from names to their transliterations are the cleanest (95% precision against
+    80% and 89%, recall 98% for all three) and it agrees most with both others; it trains in about
+    2.5 times the HMM's time (minutes on the whole New Testament) and aligns a verse in tens of
+    milliseconds like the others. `modelType` "hmm" or "fast_align" trades that quality for a
+    faster build."""
 
     model_type: ModelType = Field(
         default=DEFAULT_MODEL_TYPE,
         alias="modelType",
-        description="Thot word-alignment model: hmm (IBM1 then HMM), eflomal (Bayesian, slower, "
-        "cleaner links), fast_align, ibm1 or ibm2",
+        description="Thot word-alignment model: eflomal (Bayesian IBM1/HMM/fertility, the cleanest "
+        "links), hmm (IBM1 then HMM, 2.5 times faster to train), fast_align (fastest), ibm1 or ibm2",
     )
     symmetrization_heuristic: Heuristic = Field(
         default=DEFAULT_HEURISTIC,
@@ -27,8 +35,8 @@ class AlignmentBuildOptions(JobOptions):
         default=None,
         ge=1,
         le=100,
-        description="EM iterations of each model stage (hmm, fast_align, ibm1, ibm2); Thot's "
-        "defaults when absent; eflomal keeps its own schedule",
+        description="training iterations of each model stage (eflomal: of each of its IBM1, HMM "
+        "and fertility stages); absent, Thot's defaults, which for eflomal grow as the corpus shrinks",
     )
     max_segments: int | None = Field(
         default=None,

@@ -47,7 +47,7 @@ Heuristic = Literal[
     "grow-diag-final-and", "grow-diag-final", "grow-diag", "grow", "intersection", "union", "och", "none"
 ]
 
-DEFAULT_MODEL_TYPE: ModelType = "hmm"
+DEFAULT_MODEL_TYPE: ModelType = "eflomal"
 DEFAULT_HEURISTIC: Heuristic = "grow-diag-final-and"
 
 
@@ -62,7 +62,9 @@ class AlignmentSettings(BaseModel):
     direct_prefix: str = DIRECT_PREFIX
     inverse_prefix: str = INVERSE_PREFIX
     iterations: int | None = Field(
-        default=None, description="EM iterations per model stage (None: Thot's defaults)"
+        default=None,
+        description="iterations of each model stage, eflomal's IBM1, HMM and fertility stages "
+        "included (None: Thot's defaults; eflomal's scale with the corpus)",
     )
     train_pairs: int = 0
 
@@ -114,6 +116,7 @@ def _new_model(settings: AlignmentSettings, folder: Path) -> ThotSymmetrizedWord
             params.ibm2_iteration_count = settings.iterations
             params.hmm_iteration_count = settings.iterations
             params.fast_align_iteration_count = settings.iterations
+            params.ibm3_iteration_count = settings.iterations  # eflomal's fertility stage
     for model in (direct, inverse):
         if settings.model_type == "eflomal":
             # Serial sampler chains with a fixed seed: the same corpus gives the same model.

@@ -198,7 +198,8 @@ class Built:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
-    """One build for the module: 300 training pairs (`maxSegments`), 1,100 rows plus a malformed one."""
+    """One build for the module: the default aligner (eflomal, 4 iterations a stage to be quick)
+    on 300 training pairs (`maxSegments`), 1,100 rows plus a malformed one."""
     tmp = tmp_path_factory.mktemp("align-job")
     store = open_store((tmp / "store").as_uri())
     rows = align_rows()
@@ -206,7 +207,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     recorder = Platform()
     with serving(recorder) as address:
         code = run_build(
-            spec("b1", address, {"maxSegments": TRAIN_PAIRS}), settings(tmp), threading.Event(), store=store
+            spec("b1", address, {"maxSegments": TRAIN_PAIRS, "iterations": 4}),
+            settings(tmp),
+            threading.Event(),
+            store=store,
         )
     yield Built(recorder, store, code, rows, tmp)
 
@@ -221,7 +225,9 @@ def test_the_build_completes_in_order(built: Built) -> None:
     assert 0 < completed.confidence <= 100, "the direction agreement in percent"
     stages = {phase.stage for status in built.platform.statuses for phase in status.phases}
     assert stages == {platform_pb2.PHASE_STAGE_TRAIN, platform_pb2.PHASE_STAGE_INFERENCE}
-    assert built.platform.statuses[-1].message.startswith("published revision 1: hmm aligner trained on 300")
+    assert built.platform.statuses[-1].message.startswith(
+        "published revision 1: eflomal aligner trained on 300"
+    )
 
 
 def test_every_row_is_aligned_streamed_and_counted(built: Built) -> None:
@@ -278,10 +284,11 @@ def test_the_revision_is_published_with_its_settings(built: Built, tmp_path: Pat
     _, folder = fetch_folder(built.store, "models/e1/1", tmp_path / "cache")
     settings = read_settings(folder)
     assert (settings.model_type, settings.heuristic, settings.lowercase) == (
-        "hmm",
+        "eflomal",
         "grow-diag-final-and",
         True,
     )
+    assert settings.iterations == 4
     assert settings.train_pairs == TRAIN_PAIRS
 
 
@@ -326,7 +333,12 @@ def test_without_the_word_alignment_execution_data_call_the_count_goes_to_the_tr
     store = open_store((tmp_path / "store").as_uri())
     export(store, "b4", align_rows()[:40])
     with serving(recorder, WordAlignmentPlatformWithoutExecutionData) as address:
-        code = run_build(spec("b4", address, {}), settings(tmp_path), threading.Event(), store=store)
+        code = run_build(
+            spec("b4", address, {"modelType": "fast_align"}),
+            settings(tmp_path),
+            threading.Event(),
+            store=store,
+        )
 
     assert code == 0, recorder.faults
     assert recorder.events[-2:] == ["translation execution data", "completed"]

@@ -1,4 +1,5 @@
-"""The node's `statistical` family: a Thot aligner trained here on 250 verse pairs, published to a
+"""The node's `statistical` family: a Thot aligner of the default type (eflomal; the job tests
+train HMM and fast_align ones) trained here on 250 verse pairs, published to a
 real local model store the way a build publishes it, loaded by the node (fetch, verify, load
 through the family registry) and by `AlignmentModel` directly."""
 
@@ -42,7 +43,7 @@ class Published:
 def published(tmp_path_factory: pytest.TempPathFactory) -> Published:
     tmp = tmp_path_factory.mktemp("align-node")
     sources, targets = verse_pairs("engwebp", "swh1850", 250)
-    trained = train(list(zip(sources, targets, strict=True)), tmp / "model", AlignmentSettings())
+    trained = train(list(zip(sources, targets, strict=True)), tmp / "model", AlignmentSettings(iterations=4))
     store = open_store((tmp / "store").as_uri())
     manifest = Manifest(
         kind="model-revision",

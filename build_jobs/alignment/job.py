@@ -47,7 +47,7 @@ from serval_common.alignment_build_options import AlignmentBuildOptions
 from serval_common.jobs import WORD_ALIGN_INPUT, JobSpec
 from serval_common.manifest import Manifest
 from serval_common.store import ModelStore, ObjectMissing
-from serval_common.thot_alignment import BACKEND, AlignmentSettings, ThotAligner, train
+from serval_common.thot_alignment import BACKEND, AlignmentSettings, Progress, ThotAligner, train
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,8 @@ def _warnings(
     return warnings
 
 
-def _training_progress(progress: BuildProgress) -> Any:
+def _training_progress(progress: BuildProgress) -> Progress:
+    """Thot's training progress as build progress, at most one report per 2% of training."""
     last = [-1.0]
 
     def report(fraction: float, message: str) -> None:
