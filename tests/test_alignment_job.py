@@ -22,6 +22,8 @@ from build_jobs.job import run_build
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval.word_alignment.v1 import platform_pb2 as wa_platform_pb2
 from serval.word_alignment.v1 import platform_pb2_grpc as wa_platform_pb2_grpc
+from serval_common.alignment_build_options import AlignmentBuildOptions
+from serval_common.build_options import BuildOptionsError, options_class
 from serval_common.jobs import CANCELED_EXIT_CODE, WORD_ALIGN_INPUT, JobSpec
 from serval_common.manifest import fetch_folder, read_manifest
 from serval_common.settings import JobSettings, Settings
@@ -345,3 +347,35 @@ def test_without_the_word_alignment_execution_data_call_the_count_goes_to_the_tr
     data = recorder.translation_execution[0]
     assert (data.train_count, data.pretranslate_count) == (TRAIN_PAIRS, 40)
     assert len(recorder.alignments) == 40
+
+
+def test_build_options_take_serval_style_names_and_refuse_bad_values() -> None:
+    options = options_class("statistical").parse(
+        '{"modelType": "hmm", "symmetrizationHeuristic": "intersection", "iterations": 3, "maxSegments": 9}'
+    )
+    assert isinstance(options, AlignmentBuildOptions)
+    assert (
+        options.model_type,
+        options.symmetrization_heuristic,
+        options.iterations,
+        options.max_segments,
+    ) == (
+        "hmm",
+        "intersection",
+        3,
+        9,
+    )
+    defaults = AlignmentBuildOptions.parse("{}")
+    assert (defaults.model_type, defaults.symmetrization_heuristic, defaults.lowercase) == (
+        "eflomal",
+        "grow-diag-final-and",
+        True,
+    )
+    for bad in (
+        '{"maxSegments": 0}',
+        '{"iterations": 1000}',
+        '{"baseModel": "x"}',
+        '{"symmetrizationHeuristic": 1}',
+    ):
+        with pytest.raises(BuildOptionsError, match="invalid build options"):
+            AlignmentBuildOptions.parse(bad)
