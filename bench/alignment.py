@@ -3,6 +3,11 @@ bundled English→Swahili New Testament.
 
     PYTHONPATH=. .venv/bin/python bench/alignment.py [--models hmm eflomal fast_align]
                  [--pairs 0] [--latency-pairs 300] [--out bench/results/alignment.json]
+    PYTHONPATH=. .venv/bin/python bench/alignment.py --job [--models eflomal] [--pairs 0]
+
+`--job` times whole builds instead (`build_jobs.job.run_build` training on every verse pair,
+aligning every one as `word-align.json` rows, streaming them over gRPC to a platform server in
+this process and publishing to a local model store).
 
 For each model type it trains the symmetrized (direct + inverse, grow-diag-final-and) model the
 build trains (`serval_common.thot_alignment.train`: Latin word tokenizer, lowercased) on every
@@ -36,12 +41,23 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from concurrent import futures
 from pathlib import Path
+from typing import Any
 
+import grpc
+from google.protobuf import empty_pb2
+
+from build_jobs.job import run_build
 from inference_gpu.families.alignment import AlignmentModel
+from serval.translation.v1 import platform_pb2_grpc
+from serval.word_alignment.v1 import platform_pb2_grpc as wa_platform_pb2_grpc
+from serval_common.jobs import WORD_ALIGN_INPUT, JobSpec
 from serval_common.manifest import Manifest
-from serval_common.settings import NodeSettings
+from serval_common.settings import NodeSettings, Settings
+from serval_common.store import open_store
 from serval_common.thot_alignment import BACKEND, Aligned, AlignmentSettings, ModelType, ThotAligner, train
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ebible-nt"
@@ -137,6 +153,91 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+class _Platform(
+    platform_pb2_grpc.TranslationPlatformApiServicer, wa_platform_pb2_grpc.WordAlignmentPlatformApiServicer
+):
+    """Both platform services for `--job`: take every report, count the streamed rows."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.completed: Any = None
+
+    def BuildStarted(self, request: Any, context: Any) -> empty_pb2.Empty:
+        return empty_pb2.Empty()
+
+    def UpdateBuildStatus(self, request: Any, context: Any) -> empty_pb2.Empty:
+        print(f"  {request.progress:.2f} {request.message}", file=sys.stderr, flush=True)
+        return empty_pb2.Empty()
+
+    def BuildCompleted(self, request: Any, context: Any) -> empty_pb2.Empty:
+        self.completed = request
+        return empty_pb2.Empty()
+
+    def BuildFaulted(self, request: Any, context: Any) -> empty_pb2.Empty:
+        print(f"faulted: {request.message}", file=sys.stderr)
+        return empty_pb2.Empty()
+
+    def InsertWordAlignments(self, request_iterator: Any, context: Any) -> empty_pb2.Empty:
+        self.rows += sum(1 for _ in request_iterator)
+        return empty_pb2.Empty()
+
+    def UpdateBuildExecutionData(self, request: Any, context: Any) -> empty_pb2.Empty:
+        return empty_pb2.Empty()
+
+
+def job(model_type: str, pairs: list[tuple[str, str]], work: Path) -> dict[str, float]:
+    """A whole build through `build_jobs.job.run_build`: train on every pair, align every pair
+    (`word-align.json`), stream the rows over gRPC to this process, publish to a local store."""
+    store = open_store((work / "store").as_uri())
+    store.write_bytes("builds/b1/train.src.txt", "\n".join(s for s, _ in pairs).encode())
+    store.write_bytes("builds/b1/train.trg.txt", "\n".join(t for _, t in pairs).encode())
+    rows = [
+        {
+            "corpusId": "c",
+            "textId": "NT",
+            "sourceRefs": [str(n)],
+            "targetRefs": [str(n)],
+            "source": s,
+            "target": t,
+        }
+        for n, (s, t) in enumerate(pairs)
+    ]
+    store.write_bytes(f"builds/b1/{WORD_ALIGN_INPUT}", json.dumps(rows).encode())
+    recorder = _Platform()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    platform_pb2_grpc.add_TranslationPlatformApiServicer_to_server(recorder, server)
+    wa_platform_pb2_grpc.add_WordAlignmentPlatformApiServicer_to_server(recorder, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    spec = JobSpec(
+        build_id="b1",
+        engine_id="e1",
+        source_language="en",
+        target_language="sw",
+        revision=1,
+        train=True,
+        options_json=json.dumps({"modelType": model_type}),
+        store_url=store.url,
+        api_address=f"127.0.0.1:{port}",
+        job_token="bench",
+        engine_type="statistical",
+    )
+    began = time.monotonic()
+    try:
+        code = run_build(spec, Settings(home=work), threading.Event(), store=store)
+    finally:
+        server.stop(None)
+    seconds = time.monotonic() - began
+    if code != 0 or recorder.completed is None:
+        raise RuntimeError(f"the build failed ({code})")
+    return {
+        "build_s": seconds,
+        "rows_aligned": recorder.rows,
+        "corpus_size": recorder.completed.corpus_size,
+        "confidence": recorder.completed.confidence,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -146,11 +247,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-pairs", type=int, default=300)
     parser.add_argument("--quality-pairs", type=int, default=2000)
     parser.add_argument("--out", type=Path, default=Path("bench/results/alignment.json"))
+    parser.add_argument(
+        "--job", action="store_true", help="time whole builds (run_build) instead, one per model type"
+    )
     args = parser.parse_args(argv)
 
     pairs = verse_pairs()
     if args.pairs:
         pairs = pairs[: args.pairs]
+    if args.job:
+        builds: dict[str, dict[str, float]] = {}
+        for name in args.models:
+            with tempfile.TemporaryDirectory(prefix="bench-align-job-") as work:
+                builds[name] = job(name, pairs, Path(work))
+            print(json.dumps({name: builds[name]}), file=sys.stderr, flush=True)
+        print(f"whole builds on {len(pairs)} pairs (train on all, align all, stream, publish)")
+        for name, figures in builds.items():
+            print(f"{name:12}" + "".join(f"  {key} {value:.1f}" for key, value in figures.items()))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"pairs": len(pairs), "builds": builds}, indent=2))
+        return 0
     step = max(1, len(pairs) // args.quality_pairs)
     quality_pairs = pairs[::step][: args.quality_pairs]
     lat_step = max(1, len(pairs) // args.latency_pairs)
