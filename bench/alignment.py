@@ -262,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                 builds[name] = job(name, pairs, Path(work))
             print(json.dumps({name: builds[name]}), file=sys.stderr, flush=True)
         print(f"whole builds on {len(pairs)} pairs (train on all, align all, stream, publish)")
-        for name, figures in builds.items():
-            print(f"{name:12}" + "".join(f"  {key} {value:.1f}" for key, value in figures.items()))
+        for name, build in builds.items():
+            print(f"{name:12}" + "".join(f"  {key} {value:.1f}" for key, value in build.items()))
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"pairs": len(pairs), "builds": builds}, indent=2))
         return 0
