@@ -94,6 +94,15 @@ def run_build(
         platform.started()
         check_id("build", args.build_id)
         check_id("engine", args.engine_id)
+        if args.engine_type == "statistical":
+            from build_jobs.alignment.job import build_alignment
+
+            aligned = build_alignment(args, store or store_from_settings(settings, args.store_url), progress)
+            published = True
+            progress.update(1.0, f"published revision {args.revision}{aligned.summary}")
+            platform.completed(corpus_size=aligned.corpus_size, confidence=aligned.confidence)
+            log.info("build completed", extra={**extra, "word_align_count": aligned.aligned})
+            return 0
         options = BuildOptions.parse(args.options_json)
         base_model = options.base_model or settings.jobs.default_base_model
         store = store or store_from_settings(settings, args.store_url)

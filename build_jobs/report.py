@@ -23,6 +23,9 @@ from typing import Any, Literal, TypeVar
 import grpc
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+from serval.word_alignment.v1 import common_pb2 as wa_common_pb2
+from serval.word_alignment.v1 import platform_pb2 as wa_platform_pb2
+from serval.word_alignment.v1 import platform_pb2_grpc as wa_platform_pb2_grpc
 from serval_common.tls import client_channel
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,20 @@ class RetryPolicy:
         return random.uniform(ceiling / 2, ceiling)
 
 
+@dataclass(frozen=True)
+class WordAlignmentRow:
+    """One aligned sentence pair of a word-alignment build; `alignment` holds
+    (source index, target index, score) triples, the score a probability."""
+
+    corpus_id: str
+    text_id: str
+    source_refs: list[str]
+    target_refs: list[str]
+    source_tokens: list[str]
+    target_tokens: list[str]
+    alignment: list[tuple[int, int, float]]
+
+
 class PlatformReporter:
     """The job's platform client. Each call blocks until the API service took the report, or
     raises the call's `grpc.RpcError`: at once for a permanent error, after `policy.budget_s` of
@@ -114,6 +131,7 @@ class PlatformReporter:
             ],
         )
         self._stub = platform_pb2_grpc.TranslationPlatformApiStub(self._channel)
+        self._wa_stub = wa_platform_pb2_grpc.WordAlignmentPlatformApiStub(self._channel)
         self._metadata = (("authorization", f"Bearer {job_token}"),)
 
     def started(self) -> None:
@@ -196,6 +214,51 @@ class PlatformReporter:
             extra={"build_id": self.build_id, "engine_id": engine_id, "rows": len(rows)},
         )
         return len(rows)
+
+    def insert_word_alignments(self, engine_id: str, rows: Sequence[WordAlignmentRow]) -> int:
+        """Stream aligned rows over the word-alignment platform's InsertWordAlignments. Build ids
+        are shared by both platform APIs, so the build's status calls stay on this reporter's
+        translation platform. A retry sends the whole stream again, like pretranslations."""
+
+        def requests() -> Iterator[wa_platform_pb2.InsertWordAlignmentsRequest]:
+            for row in rows:
+                yield wa_platform_pb2.InsertWordAlignmentsRequest(
+                    engine_id=engine_id,
+                    corpus_id=row.corpus_id,
+                    text_id=row.text_id,
+                    source_refs=row.source_refs,
+                    target_refs=row.target_refs,
+                    source_tokens=row.source_tokens,
+                    target_tokens=row.target_tokens,
+                    alignment=[
+                        wa_common_pb2.AlignedWordPair(source_index=s, target_index=t, score=score)
+                        for s, t, score in row.alignment
+                    ],
+                )
+
+        self._call(
+            "InsertWordAlignments",
+            lambda: self._wa_stub.InsertWordAlignments(
+                requests(), metadata=self._metadata, timeout=self.policy.stream_timeout_s
+            ),
+        )
+        log.info(
+            "word alignments sent",
+            extra={"build_id": self.build_id, "engine_id": engine_id, "rows": len(rows)},
+        )
+        return len(rows)
+
+    def word_alignment_execution_data(self, engine_id: str, data: wa_platform_pb2.ExecutionData) -> None:
+        """UpdateBuildExecutionData of the word-alignment platform (it has `word_align_count`)."""
+        request = wa_platform_pb2.UpdateBuildExecutionDataRequest(
+            engine_id=engine_id, build_id=self.build_id, execution_data=data
+        )
+        self._call(
+            "UpdateBuildExecutionData",
+            lambda: self._wa_stub.UpdateBuildExecutionData(
+                request, metadata=self._metadata, timeout=self.policy.call_timeout_s
+            ),
+        )
 
     def close(self) -> None:
         self._channel.close()
