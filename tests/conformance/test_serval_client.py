@@ -4,10 +4,11 @@ REST client with an API key, for an `echo` and an `nmt` engine, and every word-a
 for a `statistical` engine. Each call must answer a status the client accepts, with a body the
 client can deserialize.
 
-The echo walk needs no inference node, so it runs on both databases. The statistical walk plays its
-build through WordAlignmentPlatformApi (the export's pairs streamed back as word alignments). The nmt walk runs a real
+The echo walk needs no inference node, so it runs on both databases. The nmt walk runs a real
 inference node process with the tiny NLLB model; its build is played through the platform gRPC API
-with the build's job token (model published, pretranslations streamed), as a build job would.
+with the build's job token (model published, pretranslations streamed), as a build job would. The
+smt-transfer and statistical walks run the real build job (`python -m build_jobs run`, training
+Thot models on a few hundred verse pairs) and a real inference node serving their family.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi
 from tests.api.test_pretranslations import Job
-from tests.api.test_word_alignment import Job as AlignmentJob
 from tests.api.test_word_alignment import export as word_align_export
 from tests.conformance.report import BodyCheck, Report, Walker
 from tests.conformance.serval_client import BASE_PATH, TRANSLATION_OPERATIONS, WORD_ALIGNMENT_OPERATIONS
@@ -453,21 +453,28 @@ def play_nmt_build(api: RunningApi, model_dir: Path) -> Callable[[dict[str, Any]
     return complete
 
 
-def wait_until_translating(client: httpx.Client, timeout_s: float = 90) -> Callable[[str], None]:
-    """Until the node has joined and loaded the revision (not recorded: the walk's own Translate
-    call is the one checked)."""
+def wait_until_serving(
+    client: httpx.Client, kind: str, operation: str, body: Any, timeout_s: float
+) -> Callable[[str], None]:
+    """Until a node has joined and loaded the engine's revision: `operation` of
+    `{kind}/engines/{id}` stops answering 409 or 503. Not recorded: the walk's own call is the
+    one checked."""
 
     def wait(engine_id: str) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             status = client.post(
-                f"{BASE_PATH}/translation/engines/{engine_id}/translate", json=SEGMENT, timeout=60
+                f"{BASE_PATH}/{kind}/engines/{engine_id}/{operation}", json=body, timeout=60
             ).status_code
             if status == 200 or status not in (409, 503):
                 return
             time.sleep(0.25)
 
     return wait
+
+
+def wait_until_translating(client: httpx.Client, timeout_s: float = 90) -> Callable[[str], None]:
+    return wait_until_serving(client, "translation", "translate", SEGMENT, timeout_s)
 
 
 @pytest.mark.sqlite_pass_only
@@ -490,33 +497,64 @@ def test_nmt_engine(
 
 W = "WordAlignmentEngines"
 ALIGN = f"{W}.Align"
-ALIGN_PENDING = (
-    "WordAlignmentEngines.Align needs an inference node serving `statistical` engines "
-    "(inference_gpu/families/alignment.py, another helper's branch of issue 15) and a build job that "
-    "publishes its model; until they are merged the walk skips Align, and only Align"
-)
+WORD_ALIGN_LINES = 1100
+"""Lines of the NT (its first) that the statistical walk's corpus holds as text NT besides MAT and
+MRK: more than 1,024 pairs to align, where machine.py's job stops."""
+ALIGNMENT_OPTIONS = {"modelType": "eflomal", "iterations": 2, "maxSegments": 300}
+"""A build of a few seconds: eflomal with 2 iterations a stage, trained on 300 of the pairs."""
+
+
+def links(row: Any) -> set[tuple[str, str]]:
+    """The word pairs a WordAlignmentResult (or a WordAlignment row) links."""
+    return {
+        (row["sourceTokens"][pair["sourceIndex"]], row["targetTokens"][pair["targetIndex"]])
+        for pair in row["alignment"]
+    }
+
+
+def alignment_problems(rows: Any) -> list[str]:
+    """Every link of every row (a result or a list of rows) has indices within the row's tokens
+    and a probability as its score; a row with words on both sides has links."""
+    problems: list[str] = []
+    for n, row in enumerate(rows if isinstance(rows, list) else [rows]):
+        sources, targets = len(row["sourceTokens"]), len(row["targetTokens"])
+        if sources and targets and not row["alignment"]:
+            problems.append(f"$[{n}]: no links between {sources} and {targets} tokens")
+        for pair in row["alignment"]:
+            if not (0 <= pair["sourceIndex"] < sources and 0 <= pair["targetIndex"] < targets):
+                problems.append(f"$[{n}]: link {pair} outside {sources}×{targets} tokens")
+            if not (isinstance(pair.get("score"), float | int) and 0 <= pair["score"] <= 1):
+                problems.append(f"$[{n}]: link {pair} has no probability as its score")
+    return problems
 
 
 class AlignmentScenario:
-    """Every word-alignment operation for a `statistical` engine; its build is played over
-    WordAlignmentPlatformApi with the build's job token. `align` is None while no node serves
-    `statistical` engines, and the walk then leaves Align out."""
+    """Every word-alignment operation for a `statistical` engine: a real build job trains an aligner
+    on a parallel corpus of MAT 1:1–3, MRK 1:1–2 and the NT's first `WORD_ALIGN_LINES` lines and
+    aligns all of it (more than 1,024 rows); a real inference node aligns live."""
 
     def __init__(self, api: RunningApi, walker: Walker) -> None:
         self.api = api
         self.w = walker
 
-    def run(self, align: Callable[[str], None] | None) -> None:
+    def run(self, complete_build: Callable[[dict[str, Any]], None], warm_up: Callable[[str], None]) -> None:
         w = self.w
         shared = Scenario(self.api, w, "statistical")
+        texts = {
+            name: {book: verses(name, book) for book in BOOKS} for name in ("engwebp.txt", "swh1850.txt")
+        }
+        for name, books in texts.items():
+            books["NT"] = (EBIBLE / name).read_text(encoding="utf-8").split("\n")[:WORD_ALIGN_LINES]
         files = {
-            f"{lang}-{book}": shared.upload(f"{book}.txt", text_file(verses(name, book)))
+            f"{lang}-{book}": shared.upload(f"{book}.txt", text_file(lines))
             for lang, name in (("en", "engwebp.txt"), ("sw", "swh1850.txt"))
-            for book in BOOKS
+            for book, lines in texts[name].items()
         }
         corpora = {
-            lang: shared.corpus(lang, [{"fileId": files[f"{lang}-{book}"], "textId": book} for book in BOOKS])
-            for lang in ("en", "sw")
+            lang: shared.corpus(
+                lang, [{"fileId": files[f"{lang}-{book}"], "textId": book} for book in texts[name]]
+            )
+            for lang, name in (("en", "engwebp.txt"), ("sw", "swh1850.txt"))
         }
         engine_config = {
             "name": "conformance",
@@ -544,28 +582,48 @@ class AlignmentScenario:
                 "name": "first",
                 "trainOn": [{"parallelCorpusId": pc_id}],
                 "wordAlignOn": [{"parallelCorpusId": pc_id}],
+                "options": ALIGNMENT_OPTIONS,
             },
         )
         build_id = w.id_of(started, "build")
-        if started.is_success:
-            job = AlignmentJob(self.api, started.json())
-            job.started()
-            job.insert(word_align_export(self.api, build_id))
-            job.completed()
-        build = w.call(f"{W}.GetBuild", {**engine, "buildId": build_id})
-        if build.is_success:
-            revision = str(build.json()["revision"])
-            w.call(f"{W}.GetBuild", {**engine, "buildId": build_id}, query={"min-revision": revision})
+        assert started.is_success, started.text
+        exported = word_align_export(self.api, build_id)
+        complete_build(started.json())
+        build = w.call(f"{W}.GetBuild", {**engine, "buildId": build_id}, extra_check=finished)
+        assert build.json()["state"] == "Completed", build.text
+        revision = str(build.json()["revision"])
+        w.call(f"{W}.GetBuild", {**engine, "buildId": build_id}, query={"min-revision": revision})
         w.call(f"{W}.GetAllBuilds", engine)
-        w.call(
+        execution = build.json()["executionData"]
+        assert execution["wordAlignCount"] == len(exported) > 1024, (execution, len(exported))
+        assert execution["trainCount"] == ALIGNMENT_OPTIONS["maxSegments"], "the pairs trained on"
+
+        every = w.call(
+            f"{W}.GetAllWordAlignments", {**engine, "corpusId": pc_id}, extra_check=alignment_problems
+        )
+        rows = every.json()
+        assert [(r["textId"], r["sourceRefs"]) for r in rows] == [
+            (r["textId"], r["sourceRefs"]) for r in exported
+        ], "every exported pair is served, in order: none past the 1,024th is dropped"
+        assert ("Jesus", "Yesu") in links(rows[0]) and ("Christ", "Kristo") in links(rows[0]), rows[0]
+        mrk = w.call(
             f"{W}.GetAllWordAlignments",
             {**engine, "corpusId": pc_id},
             query={"text-id": "MRK"},
-            extra_check=only_text("MRK"),
+            extra_check=lambda body: only_text("MRK")(body) + alignment_problems(body),
         )
-        if align is not None:
-            align(engine["id"])
-            w.call(ALIGN, engine, json_body={"sourceSegment": SEGMENT, "targetSegment": "Heri wapatanishi."})
+        assert len(mrk.json()) == BOOKS["MRK"][1]
+
+        warm_up(engine["id"])
+        source, target = (texts[name]["MAT"][0] for name in ("engwebp.txt", "swh1850.txt"))
+        aligned = w.call(
+            ALIGN,
+            engine,
+            json_body={"sourceSegment": source, "targetSegment": target},
+            extra_check=alignment_problems,
+        )
+        assert aligned.status_code == 200, aligned.text
+        assert {("Jesus", "Yesu"), ("David", "Daudi")} <= links(aligned.json()), aligned.json()
 
         w.call(f"{W}.StartBuild", engine, json_body={"name": "to cancel"})
         w.call(f"{W}.GetCurrentBuild", engine)
@@ -574,22 +632,38 @@ class AlignmentScenario:
         w.call(f"{W}.Delete", engine)
 
 
-def test_statistical_engine(api: RunningApi, report: Report) -> None:
-    with rest_client(api) as client:
-        walker = Walker(client, "statistical", report)
-        AlignmentScenario(api, walker).run(align=None)
-    called = walker.called() & WORD_ALIGNMENT_OPERATIONS
-    assert called == WORD_ALIGNMENT_OPERATIONS - {ALIGN}, (
-        f"not called: {sorted(WORD_ALIGNMENT_OPERATIONS - called)}"
+def wait_until_aligning(client: httpx.Client, timeout_s: float = 90) -> Callable[[str], None]:
+    """Until the node has joined and loaded the revision (not recorded: the walk's own Align call
+    is the one checked)."""
+    return wait_until_serving(
+        client, "word-alignment", "align", {"sourceSegment": "Jesus", "targetSegment": "Yesu"}, timeout_s
     )
+
+
+@pytest.mark.sqlite_pass_only
+def test_statistical_engine(api: RunningApi, report: Report, tmp_path: Path) -> None:
+    """The walk for a `statistical` engine: the real build job (`python -m build_jobs run`, which
+    trains a Thot aligner and streams its alignments of every pair) and a real inference node
+    serving the family for Align."""
+    reason = family_unavailable("statistical")
+    if reason is not None:
+        pytest.skip(reason)
+    node = start_node(api, tmp_path / "node")
+    try:
+        with rest_client(api) as client:
+            walker = Walker(client, "statistical", report)
+            AlignmentScenario(api, walker).run(run_build_job(api), wait_until_aligning(client))
+    finally:
+        processes.stop(node)
+    called = walker.called() & WORD_ALIGNMENT_OPERATIONS
+    assert called == WORD_ALIGNMENT_OPERATIONS, f"not called: {sorted(WORD_ALIGNMENT_OPERATIONS - called)}"
     assert walker.called() - WORD_ALIGNMENT_OPERATIONS == {"DataFiles.Create", "Corpora.Create"}
     failures = report.failures("statistical")
     assert not failures, f"{len(failures)} problems for statistical:\n" + "\n".join(failures)
-    pytest.skip(ALIGN_PENDING)
 
 
+BUILD_TIMEOUT_S = 600
 SMT_TRAINING_PAIRS = 300
-SMT_BUILD_TIMEOUT_S = 600
 
 
 def run_build_job(api: RunningApi) -> Callable[[dict[str, Any]], None]:
@@ -604,26 +678,32 @@ def run_build_job(api: RunningApi) -> Callable[[dict[str, Any]], None]:
             [sys.executable, "-m", "build_jobs", *spec.command_args()],
             env=job_environment(api.service.settings, spec),
             capture_output=True,
-            timeout=SMT_BUILD_TIMEOUT_S,
+            timeout=BUILD_TIMEOUT_S,
         )
         tail = job.stdout.decode(errors="replace")[-3000:] + job.stderr.decode(errors="replace")[-3000:]
-        assert job.returncode == 0, f"the smt-transfer build job failed ({job.returncode}):\n{tail}"
+        assert job.returncode == 0, f"the {spec.engine_type} build job failed ({job.returncode}):\n{tail}"
 
     return complete
 
 
-def smt_available() -> str | None:
-    """Why the smt-transfer walk cannot run here, or None: it needs the node's SMT family and the
-    SMT build job (the `smt` extra, sil-machine and sil-thot)."""
-    for module in ("inference_gpu.families.smt", "build_jobs.smt.build"):
+FAMILY_MODULES = {
+    "smt-transfer": ("inference_gpu.families.smt", "build_jobs.smt.build"),
+    "statistical": ("inference_gpu.families.alignment", "build_jobs.alignment.job"),
+}
+
+
+def family_unavailable(family: str) -> str | None:
+    """Why the walk of `family` cannot run here, or None: it needs the node's family and its build
+    job (the `smt` extra: sil-machine and sil-thot)."""
+    for module in FAMILY_MODULES[family]:
         try:
             importlib.import_module(module)
         except ImportError as e:
-            return f"{module} does not import ({e}): no smt-transfer node or build job here"
+            return f"{module} does not import ({e}): no {family} node or build job here"
     from inference_gpu.families import available_families
 
-    if "smt-transfer" not in available_families():
-        return "this machine's inference node would not serve smt-transfer"
+    if family not in available_families():
+        return f"this machine's inference node would not serve {family}"
     return None
 
 
@@ -686,7 +766,7 @@ def learns_and_replays(client: httpx.Client, node: SmtNode) -> Callable[[str], N
 def test_smt_transfer_engine(api: RunningApi, report: Report, hooks: HookReceiver, tmp_path: Path) -> None:
     """The walk for an `smt-transfer` engine: the real build job (`python -m build_jobs run`, which
     trains a Thot model on a few hundred verse pairs) and a real inference node serving the family."""
-    reason = smt_available()
+    reason = family_unavailable("smt-transfer")
     if reason is not None:
         pytest.skip(reason)
     node = SmtNode(api, tmp_path)
