@@ -500,6 +500,7 @@ ALIGN = f"{W}.Align"
 WORD_ALIGN_LINES = 1100
 """Lines of the NT (its first) that the statistical walk's corpus holds as text NT besides MAT and
 MRK: more than 1,024 pairs to align, where machine.py's job stops."""
+LANGUAGES = (("en", "engwebp.txt"), ("sw", "swh1850.txt"))
 ALIGNMENT_OPTIONS = {"modelType": "eflomal", "iterations": 2, "maxSegments": 300}
 """A build of a few seconds: eflomal with 2 iterations a stage, trained on 300 of the pairs."""
 
@@ -517,11 +518,17 @@ def alignment_problems(rows: Any) -> list[str]:
     and a probability as its score; a row with words on both sides has links."""
     problems: list[str] = []
     for n, row in enumerate(rows if isinstance(rows, list) else [rows]):
-        sources, targets = len(row["sourceTokens"]), len(row["targetTokens"])
-        if sources and targets and not row["alignment"]:
+        if not isinstance(row, dict):
+            problems.append(f"$[{n}]: not an object")
+            continue
+        sources, targets = len(row.get("sourceTokens") or []), len(row.get("targetTokens") or [])
+        pairs = row.get("alignment") or []
+        if sources and targets and not pairs:
             problems.append(f"$[{n}]: no links between {sources} and {targets} tokens")
-        for pair in row["alignment"]:
-            if not (0 <= pair["sourceIndex"] < sources and 0 <= pair["targetIndex"] < targets):
+        for pair in pairs:
+            if not (
+                0 <= pair.get("sourceIndex", -1) < sources and 0 <= pair.get("targetIndex", -1) < targets
+            ):
                 problems.append(f"$[{n}]: link {pair} outside {sources}×{targets} tokens")
             if not (isinstance(pair.get("score"), float | int) and 0 <= pair["score"] <= 1):
                 problems.append(f"$[{n}]: link {pair} has no probability as its score")
@@ -540,21 +547,17 @@ class AlignmentScenario:
     def run(self, complete_build: Callable[[dict[str, Any]], None], warm_up: Callable[[str], None]) -> None:
         w = self.w
         shared = Scenario(self.api, w, "statistical")
-        texts = {
-            name: {book: verses(name, book) for book in BOOKS} for name in ("engwebp.txt", "swh1850.txt")
-        }
-        for name, books in texts.items():
-            books["NT"] = (EBIBLE / name).read_text(encoding="utf-8").split("\n")[:WORD_ALIGN_LINES]
+        texts = {lang: {book: verses(name, book) for book in BOOKS} for lang, name in LANGUAGES}
+        for lang, name in LANGUAGES:
+            texts[lang]["NT"] = (EBIBLE / name).read_text(encoding="utf-8").split("\n")[:WORD_ALIGN_LINES]
         files = {
             f"{lang}-{book}": shared.upload(f"{book}.txt", text_file(lines))
-            for lang, name in (("en", "engwebp.txt"), ("sw", "swh1850.txt"))
-            for book, lines in texts[name].items()
+            for lang, books in texts.items()
+            for book, lines in books.items()
         }
         corpora = {
-            lang: shared.corpus(
-                lang, [{"fileId": files[f"{lang}-{book}"], "textId": book} for book in texts[name]]
-            )
-            for lang, name in (("en", "engwebp.txt"), ("sw", "swh1850.txt"))
+            lang: shared.corpus(lang, [{"fileId": files[f"{lang}-{book}"], "textId": book} for book in books])
+            for lang, books in texts.items()
         }
         engine_config = {
             "name": "conformance",
@@ -615,7 +618,7 @@ class AlignmentScenario:
         assert len(mrk.json()) == BOOKS["MRK"][1]
 
         warm_up(engine["id"])
-        source, target = (texts[name]["MAT"][0] for name in ("engwebp.txt", "swh1850.txt"))
+        source, target = (texts[lang]["MAT"][0] for lang in ("en", "sw"))
         aligned = w.call(
             ALIGN,
             engine,
