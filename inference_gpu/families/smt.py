@@ -13,8 +13,11 @@ silently forgot them.
 
 **Word graphs** come from Thot's decoder with the folder's search settings, then are pruned here:
 arcs whose best complete path scores more than `GRAPH_BEAM` below the best path are dropped, and
-at most `MAX_GRAPH_ARCS` arcs (the best-scoring ones) are kept, so a client's interactive
-translator never gets an unbounded lattice. States are renumbered in topological order (Thot's are
+the best-scoring arcs are kept while their words plus the final states stay within
+`MAX_GRAPH_WORDS`. That bound keeps graphs usable by sil-machine 1.9.2's unmodified
+`InteractiveTranslator`, which SIL's tools use: its error-correction search starts with one
+hypothesis per arc word and final state in a `PriorityQueue(maxsize=1000)` and blocks for ever
+on the 1,001st. States are renumbered in topological order (Thot's are
 not), the initial state is 0, and every arc's alignment is local to its source range and its
 target tokens.
 
@@ -53,8 +56,8 @@ log = logging.getLogger(__name__)
 
 GRAPH_BEAM = 10.0
 """Arcs whose best path scores more than this (natural log) below the best path are pruned."""
-MAX_GRAPH_ARCS = 2000
-"""At most this many arcs per word graph."""
+MAX_GRAPH_WORDS = 900
+"""At most this many arc words plus final states per word graph (see the module docstring)."""
 GRAPH_STACK_SIZE = 5
 """Thot's stack size for word graphs (the folder's setting, typically 10, for translations)."""
 NBEST_FACTOR = 3
@@ -108,7 +111,11 @@ def result_proto(result: TranslationResult, sentence_start: bool, detok: Any) ->
 
 
 def graph_proto(
-    graph: WordGraph, *, beam: float = GRAPH_BEAM, max_arcs: int = MAX_GRAPH_ARCS, sentence_start: bool = True
+    graph: WordGraph,
+    *,
+    beam: float = GRAPH_BEAM,
+    max_words: int = MAX_GRAPH_WORDS,
+    sentence_start: bool = True,
 ) -> engine_pb2.WordGraph:
     """sil-machine's word graph pruned (see the module docstring) and renumbered in topological
     order."""
@@ -137,9 +144,22 @@ def graph_proto(
             final_states=[0] if 0 in finals else [],
         )
     through = [forward[a.prev_state] + a.score + backward[a.next_state] for a in arcs]
-    kept = sorted((i for i, v in enumerate(through) if v >= best - beam), key=lambda i: -through[i])
-    kept_set = set(kept[:max_arcs])
-    kept_set = _on_complete_paths(arcs, kept_set, finals)
+    ranked = sorted((i for i, v in enumerate(through) if v >= best - beam), key=lambda i: -through[i])
+    budget = max_words
+    while True:
+        chosen: set[int] = set()
+        words = 0
+        for i in ranked:
+            words += max(1, len(arcs[i].target_tokens))
+            if words > budget:
+                break
+            chosen.add(i)
+        kept_set = _on_complete_paths(arcs, chosen, finals)
+        reached = {arcs[i].next_state for i in kept_set} | {0}
+        total = sum(max(1, len(arcs[i].target_tokens)) for i in kept_set) + len(finals & reached)
+        if total <= max_words or not kept_set:
+            break
+        budget -= total - max_words
     states = [s for s in order if s == 0 or any(arcs[i].next_state == s for i in kept_set)]
     number = {state: n for n, state in enumerate(states)}
     out_arcs = []
