@@ -111,6 +111,7 @@ def capitalize_sentence_start(tokens: list[str], sentence_start: bool) -> list[s
 
 if TYPE_CHECKING:
     from machine.tokenization import LatinWordDetokenizer, LatinWordTokenizer
+    from machine.tokenization.detokenizer import Detokenizer
     from machine.translation import TranslationResult
     from machine.translation.thot import ThotSmtModel
 
@@ -127,14 +128,21 @@ def detokenizer() -> LatinWordDetokenizer:
     return LatinWordDetokenizer()
 
 
-def load_engine(folder: Path, settings: SmtFolder | None = None) -> ThotSmtModel:
+def load_engine(
+    folder: Path, settings: SmtFolder | None = None, *, search: DecoderSettings | None = None
+) -> ThotSmtModel:
     """The folder's model, ready to translate: Latin tokenizer, lowercasing and truecaser as the
-    build trained it. Blocking (seconds for a large model)."""
+    build trained it; `search` replaces the folder's search limits (W, S, A). Blocking (seconds
+    for a large model)."""
     from machine.translation import UnigramTruecaser
     from machine.translation.thot import ThotSmtModel, ThotSmtParameters
 
     settings = settings or SmtFolder.read(folder)
     parameters = ThotSmtParameters.load(folder / settings.config)
+    if search is not None:
+        parameters.model_w = search.translation_options
+        parameters.decoder_s = search.stack_size
+        parameters.model_a = search.max_phrase_length
     truecaser = UnigramTruecaser(folder / settings.truecaser) if settings.truecaser else None
     return ThotSmtModel(
         settings.word_alignment_model,
@@ -148,6 +156,6 @@ def load_engine(folder: Path, settings: SmtFolder | None = None) -> ThotSmtModel
     )
 
 
-def final_text(result: TranslationResult, detok: LatinWordDetokenizer, sentence_start: bool = True) -> str:
+def final_text(result: TranslationResult, detok: Detokenizer[str, str], sentence_start: bool = True) -> str:
     """A translation's text with the first word of a sentence capitalised."""
     return detok.detokenize(capitalize_sentence_start(list(result.target_tokens), sentence_start))

@@ -267,7 +267,7 @@ def score(folder: Path, pairs: list[tuple[str, str]]) -> tuple[float, float]:
         engine.close()
     detok = engine.target_detokenizer
     references = [[target for _, target in pairs]]
-    fixed = [final_text(r, detok) for r in results]  # type: ignore[arg-type]
+    fixed = [final_text(r, detok) for r in results]
     plain = [detok.detokenize(r.target_tokens) for r in results]
     return (
         float(sacrebleu.corpus_chrf(fixed, references).score),

@@ -49,7 +49,7 @@ from serval_common.settings import NodeSettings
 from serval_common.thot_smt import SmtFolder, capitalize_sentence_start, detokenizer, load_engine, tokenizer
 
 if TYPE_CHECKING:
-    from machine.translation import TranslationResult, WordGraph
+    from machine.translation import TranslationResult
     from machine.translation.thot import ThotSmtModel
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,8 @@ GRAPH_BEAM = 10.0
 """Arcs whose best path scores more than this (natural log) below the best path are pruned."""
 MAX_GRAPH_WORDS = 900
 """At most this many arc words plus final states per word graph (see the module docstring)."""
-GRAPH_STACK_SIZE = 5
-"""Thot's stack size for word graphs (the folder's setting, typically 10, for translations)."""
+SCORE_CACHE_ENTRIES = 200_000
+"""Memoised translation scores at most (then the memo starts afresh)."""
 NBEST_FACTOR = 3
 """n-best asks Thot for this many times n hypotheses: some differ only in segmentation."""
 
@@ -77,6 +77,8 @@ def _sources(flags: Any) -> engine_pb2.TranslationSources:
 
 
 _HUMAN = engine_pb2.TranslationSources(values=[engine_pb2.TRANSLATION_SOURCE_HUMAN])
+_PRIMARY = engine_pb2.TranslationSources(values=[engine_pb2.TRANSLATION_SOURCE_PRIMARY])
+_NO_SOURCE = engine_pb2.TranslationSources()
 
 
 def _pairs(
@@ -110,17 +112,36 @@ def result_proto(result: TranslationResult, sentence_start: bool, detok: Any) ->
     )
 
 
-def graph_proto(
-    graph: WordGraph,
-    *,
-    beam: float = GRAPH_BEAM,
-    max_words: int = MAX_GRAPH_WORDS,
-    sentence_start: bool = True,
-) -> engine_pb2.WordGraph:
-    """sil-machine's word graph pruned (see the module docstring) and renumbered in topological
-    order."""
-    arcs = list(graph.arcs)
-    finals = set(graph.final_states)
+@dataclass(frozen=True)
+class RawArc:
+    """An arc of Thot's own word graph, before the per-arc work (truecasing, confidences, word
+    alignment) that only the arcs kept after pruning get."""
+
+    prev_state: int
+    next_state: int
+    score: float
+    words: tuple[str, ...]
+    """normalized (lowercased) target words"""
+    source_start: int
+    source_end: int
+    unknown: bool
+
+
+@dataclass(frozen=True)
+class RawGraph:
+    arcs: list[RawArc]
+    final_states: set[int]
+    initial_state_score: float
+
+
+def prune(
+    graph: RawGraph, *, beam: float = GRAPH_BEAM, max_words: int = MAX_GRAPH_WORDS
+) -> tuple[list[int], dict[int, int]]:
+    """The arcs kept (indices, in topological order) and the states' new numbers (see the module
+    docstring): within `beam` of the best path, the best ones while their words and final states
+    fit `max_words`, each on a complete path."""
+    arcs = graph.arcs
+    finals = graph.final_states
     order = _topological_states(arcs)
     forward = {state: -math.inf for state in order}
     forward[0] = 0.0
@@ -138,11 +159,7 @@ def graph_proto(
             backward[state] = max(backward[state], arc.score + backward[arc.next_state])
     best = backward.get(0, -math.inf)
     if not math.isfinite(best):
-        return engine_pb2.WordGraph(
-            source_tokens=list(graph.source_tokens),
-            initial_state_score=graph.initial_state_score,
-            final_states=[0] if 0 in finals else [],
-        )
+        return [], {0: 0}
     through = [forward[a.prev_state] + a.score + backward[a.next_state] for a in arcs]
     ranked = sorted((i for i, v in enumerate(through) if v >= best - beam), key=lambda i: -through[i])
     budget = max_words
@@ -150,43 +167,20 @@ def graph_proto(
         chosen: set[int] = set()
         words = 0
         for i in ranked:
-            words += max(1, len(arcs[i].target_tokens))
+            words += max(1, len(arcs[i].words))
             if words > budget:
                 break
             chosen.add(i)
-        kept_set = _on_complete_paths(arcs, chosen, finals)
-        reached = {arcs[i].next_state for i in kept_set} | {0}
-        total = sum(max(1, len(arcs[i].target_tokens)) for i in kept_set) + len(finals & reached)
-        if total <= max_words or not kept_set:
+        kept = _on_complete_paths(arcs, chosen, finals)
+        reached = {arcs[i].next_state for i in kept} | {0}
+        total = sum(max(1, len(arcs[i].words)) for i in kept) + len(finals & reached)
+        if total <= max_words or not kept:
             break
         budget -= total - max_words
-    states = [s for s in order if s == 0 or any(arcs[i].next_state == s for i in kept_set)]
+    states = [s for s in order if s == 0 or any(arcs[i].next_state == s for i in kept)]
     number = {state: n for n, state in enumerate(states)}
-    out_arcs = []
-    for i in sorted(kept_set, key=lambda i: (number[arcs[i].prev_state], number[arcs[i].next_state], i)):
-        arc = arcs[i]
-        tokens = list(arc.target_tokens)
-        if arc.prev_state == 0:
-            tokens = capitalize_sentence_start(tokens, sentence_start)
-        out_arcs.append(
-            engine_pb2.WordGraphArc(
-                prev_state=number[arc.prev_state],
-                next_state=number[arc.next_state],
-                score=arc.score,
-                target_tokens=tokens,
-                confidences=list(arc.confidences),
-                source_segment_start=arc.source_segment_range.start,
-                source_segment_end=arc.source_segment_range.end,
-                alignment=_pairs(arc.alignment),
-                sources=[_sources(s) for s in arc.sources],
-            )
-        )
-    return engine_pb2.WordGraph(
-        source_tokens=list(graph.source_tokens),
-        initial_state_score=graph.initial_state_score,
-        final_states=sorted(number[s] for s in finals if s in number),
-        arcs=out_arcs,
-    )
+    ordered = sorted(kept, key=lambda i: (number[arcs[i].prev_state], number[arcs[i].next_state], i))
+    return ordered, number
 
 
 def _topological_states(arcs: Sequence[Any]) -> list[int]:
@@ -402,9 +396,15 @@ class SmtEngine:
     def __init__(self, folder: Path, max_input_tokens: int) -> None:
         self.settings = SmtFolder.read(folder)
         self.model: ThotSmtModel = load_engine(folder, self.settings)
-        self.graph_model: ThotSmtModel | None = None
         self.max_input_tokens = max_input_tokens
         self.detok = detokenizer()
+        self._scores: dict[tuple[str | None, str | None], float] = {}
+        from machine.translation import FuzzyEditDistanceWordAlignmentMethod
+
+        self.aligner = FuzzyEditDistanceWordAlignmentMethod()
+        self.aligner.score_selector = self._select_score
+        self.model.word_aligner = self.aligner  # the setter installs the model's own scorer…
+        self.aligner.score_selector = self._select_score  # …replaced by the memoised one
 
     def _check(self, segment: str) -> None:
         if not segment.strip():
@@ -433,8 +433,84 @@ class SmtEngine:
                 break
         return results
 
+    def raw_graph(self, normalized: list[str]) -> RawGraph:
+        from machine.translation.thot.thot_utils import to_sentence, unescape_token
+
+        # sil-machine 1.9.2 exposes Thot's decoder only through ThotSmtModel.get_word_graph, which
+        # aligns and scores every arc before any pruning (seconds on a long verse).
+        thot = self.model._get_decoder().get_word_graph(to_sentence(normalized))
+        arcs = []
+        for i in range(thot.num_arcs):
+            arc = thot.get_arc(i)
+            arcs.append(
+                RawArc(
+                    arc.in_state,
+                    arc.out_state,
+                    arc.score,
+                    tuple(unescape_token(w) for w in arc.words),
+                    arc.source_start_index - 1,
+                    arc.source_end_index,
+                    arc.is_unknown,
+                )
+            )
+        return RawGraph(arcs, set(thot.final_states), thot.initial_state_score)
+
     def graph(self, segment: str, *, sentence_start: bool = True) -> engine_pb2.WordGraph:
-        return graph_proto(self.model.get_word_graph(segment), sentence_start=sentence_start)
+        """Thot's word graph, pruned, then truecased, scored and aligned arc by arc."""
+        source_tokens = list(self.model.source_tokenizer.tokenize(segment))
+        normalized = [t.lower() for t in source_tokens] if self.settings.lowercase else source_tokens
+        raw = self.raw_graph(normalized)
+        kept, number = prune(raw)
+        arcs = []
+        for i in kept:
+            arc = raw.arcs[i]
+            words = list(arc.words)
+            phrase = normalized[arc.source_start : arc.source_end]
+            tokens = list(self.model.truecaser.truecase(words)) if self.model.truecaser else words
+            if arc.prev_state == 0:
+                tokens = capitalize_sentence_start(tokens, sentence_start)
+            if len(phrase) == 1 and len(words) == 1:
+                alignment = [common_pb2.AlignedWordPair(source_index=0, target_index=0)]
+            else:
+                alignment = _pairs(self.aligner.align(phrase, words))
+            arcs.append(
+                engine_pb2.WordGraphArc(
+                    prev_state=number[arc.prev_state],
+                    next_state=number[arc.next_state],
+                    score=arc.score,
+                    target_tokens=tokens,
+                    confidences=[self._confidence(phrase, w) for w in words],
+                    source_segment_start=arc.source_start,
+                    source_segment_end=arc.source_end,
+                    alignment=alignment,
+                    sources=[_NO_SOURCE if arc.unknown else _PRIMARY] * len(words),
+                )
+            )
+        return engine_pb2.WordGraph(
+            source_tokens=source_tokens,
+            initial_state_score=raw.initial_state_score,
+            final_states=sorted(number[s] for s in raw.final_states if s in number),
+            arcs=arcs,
+        )
+
+    def _score(self, source: str | None, target: str | None) -> float:
+        """The symmetrized alignment model's translation score, memoised until the model learns
+        (each lookup costs ~0.1 ms in sil-machine, and a graph asks for the same pairs often)."""
+        key = (source, target)
+        value = self._scores.get(key)
+        if value is None:
+            if len(self._scores) > SCORE_CACHE_ENTRIES:
+                self._scores.clear()
+            value = self.model.symmetrized_word_alignment_model.get_translation_score(source, target)
+            self._scores[key] = value
+        return value
+
+    def _select_score(self, source: Sequence[str], i: int, target: Sequence[str], j: int) -> float:
+        return self._score(None if i == -1 else source[i], None if j == -1 else target[j])
+
+    def _confidence(self, phrase: list[str], word: str) -> float:
+        """sil-machine's IBM-1 word confidence over the arc's source phrase."""
+        return max([self._score(None, word), *(self._score(s, word) for s in phrase)])
 
     def word_graph(self, segment: str) -> bytes:
         self._check(segment)
@@ -444,6 +520,7 @@ class SmtEngine:
         if not source.strip() or not target.strip():
             raise ValueError("both segments of a pair to train must hold words")
         self.model.train_segment(source, target, sentence_start)
+        self._scores.clear()
 
     def close(self) -> None:
         self.model.close()
