@@ -64,14 +64,16 @@ class TrainedSmt:
     """held-out chrF with the truecaser's output as is"""
 
 
-class _OutOfTime(Exception):
-    pass
+class _Stop(Exception):
+    """The tuning budget (evaluations or time) is spent."""
 
 
 class BoundedWeightTuner(ParameterTuner):
-    """Tunes Thot's log-linear weights for BLEU on (a sample of) the tuning pairs with a Nelder–Mead
-    search, bounded by evaluations and a deadline; with no evaluations left it keeps the default
-    weights. The best weights seen are kept when the deadline cuts the search short."""
+    """Tunes Thot's log-linear weights for BLEU on (a sample of) the tuning pairs with sil-machine's
+    Nelder–Mead search, bounded by evaluations (each one translates the sample once; the search
+    spends 8 on its first simplex, so fewer only picks the best of those) and a deadline. The best
+    weights seen are kept when the budget cuts the search short; with no budget the default
+    weights stay."""
 
     def __init__(
         self,
@@ -115,8 +117,8 @@ class BoundedWeightTuner(ParameterTuner):
             nonlocal best
             if self.should_cancel():
                 raise Canceled("the build was canceled while tuning")
-            if time.monotonic() >= self.deadline:
-                raise _OutOfTime
+            if self.evaluated >= self.evaluations or time.monotonic() >= self.deadline:
+                raise _Stop
             candidate = parameters.copy()
             candidate.model_weights = [*weights.tolist(), length_weight]
             value = 1.0 - _bleu(self.word_alignment_model, candidate, sources, references)
@@ -131,8 +133,8 @@ class BoundedWeightTuner(ParameterTuner):
         search = NelderMeadSimplex(0.001, self.evaluations, 1.0)
         try:
             search.find_minimum(error, list(DEFAULT_WEIGHTS[:-1]))
-        except _OutOfTime:
-            log.info("weight tuning stopped by the time budget", extra={"evaluations": self.evaluated})
+        except _Stop:
+            log.info("weight tuning stopped by its budget", extra={"evaluations": self.evaluated})
         stats.metrics["bleu"] = 1.0 - best[0]
         tuned.model_weights = best[1]
         return tuned

@@ -1,5 +1,6 @@
 """The `smt-transfer` family: a Thot phrase-based model (`serval_common.thot_smt` describes its
-folder) serving translate, n-best, prefix, word graph and train-segment.
+folder) serving translate, n-best, prefix, word graph and train-segment. Importing this module
+needs the `smt` extra (sil-machine, sil-thot): without it the node does not claim the family.
 
 **A process per model.** Thot's decoder holds the GIL for the whole of a decode (a word graph of a
 long verse takes seconds), so a worker thread would still stall the node's event loop and every
@@ -40,17 +41,20 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from machine.translation import (
+    FuzzyEditDistanceWordAlignmentMethod,
+    TranslationResult,
+    TranslationSources,
+)
+from machine.translation.thot import ThotSmtModel
 
 from inference_gpu.families.base import Capability, InputTooLong, ServedModel
 from serval.translation.v1 import common_pb2, engine_pb2
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 from serval_common.thot_smt import SmtFolder, capitalize_sentence_start, detokenizer, load_engine, tokenizer
-
-if TYPE_CHECKING:
-    from machine.translation import TranslationResult
-    from machine.translation.thot import ThotSmtModel
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +70,6 @@ NBEST_FACTOR = 3
 
 def _sources(flags: Any) -> engine_pb2.TranslationSources:
     """sil-machine's TranslationSources flags as ours (an unknown word has none)."""
-    from machine.translation import TranslationSources
-
     mapping = [
         (TranslationSources.SMT, engine_pb2.TRANSLATION_SOURCE_PRIMARY),
         (TranslationSources.TRANSFER, engine_pb2.TRANSLATION_SOURCE_SECONDARY),
@@ -399,8 +401,6 @@ class SmtEngine:
         self.max_input_tokens = max_input_tokens
         self.detok = detokenizer()
         self._scores: dict[tuple[str | None, str | None], float] = {}
-        from machine.translation import FuzzyEditDistanceWordAlignmentMethod
-
         self.aligner = FuzzyEditDistanceWordAlignmentMethod()
         self.aligner.score_selector = self._select_score
         self.model.word_aligner = self.aligner  # the setter installs the model's own scorer…

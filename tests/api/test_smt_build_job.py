@@ -63,7 +63,7 @@ def test_an_smt_build_trains_pretranslates_and_publishes_a_thot_revision(
     builds: Builds, tmp_path: Path
 ) -> None:
     corpus_id = parallel_corpus(builds)
-    build, spec = builds.start(training(corpus_id))
+    build, spec = builds.start(training(corpus_id, tuningEvaluations=3, maxTuningPairs=10))
     assert spec.engine_type == "smt-transfer"
 
     assert builds.run_job(spec) == 0
@@ -74,7 +74,10 @@ def test_an_smt_build_trains_pretranslates_and_publishes_a_thot_revision(
         ("Train", 100),
         ("Inference", UNTRANSLATED),
     ]
-    assert done["message"].startswith("published revision 1: trained a Thot phrase-based model on 285 pairs")
+    assert (
+        done["message"].startswith("published revision 1: trained a Thot phrase-based model on 285 pairs")
+        and "(3 tuning evaluations)" in done["message"]
+    )
     assert done["executionData"]["trainCount"] == 285
     engine = builds.engine()
     assert engine["modelRevision"] == 1
@@ -88,6 +91,7 @@ def test_an_smt_build_trains_pretranslates_and_publishes_a_thot_revision(
     )
     assert engine["confidence"] == pytest.approx(manifest["scores"]["chrf"])
     assert 5 < manifest["scores"]["chrf"] < 100
+    assert manifest["training"]["tuning_evaluations"] == 3
     paths = {f["path"] for f in manifest["files"]}
     assert {"smt.json", "smt.cfg", "truecase.txt", "tm/src_trg.ttable", "lm/trg.lm"} <= paths
     assert not [p for p in paths if p.endswith((".A3.final", ".bestal"))], "training by-products stay out"
