@@ -86,74 +86,67 @@ def measure(model: Path, cpu: int | None, verses: int) -> None:
     held = corpus().evaluation[:verses]
     engine = SmtEngine(model, 10_000)
     baseline = load_engine(model)
+    wall: dict[str, list[float]] = {"translate": [], "baseline": [], "node": [], "train": []}
+    cpu_s: dict[str, list[float]] = {what: [] for what in wall}
+    sizes: dict[str, list[float]] = {
+        "baseline arcs": [],
+        "node arcs": [],
+        "baseline words": [],
+        "node words": [],
+    }
 
-    def timed(call: Any) -> tuple[float, Any]:
-        started = time.perf_counter()
+    def timed(what: str, call: Any) -> Any:
+        """Wall seconds and this thread's CPU seconds (Thot decodes in the calling thread, so CPU
+        seconds do not count time lost to other processes on a shared machine)."""
+        started, cpu_started = time.perf_counter(), time.thread_time()
         value = call()
-        return time.perf_counter() - started, value
+        cpu_s[what].append(time.thread_time() - cpu_started)
+        wall[what].append(time.perf_counter() - started)
+        return value
 
-    translate_s, baseline_graph_s, graph_s, baseline_words, words, arcs, baseline_arcs = (
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-    )
     for source, _ in held:
-        seconds, _ = timed(lambda s=source: engine.translate(s, 1, ""))
-        translate_s.append(seconds)
-        seconds, raw = timed(lambda s=source: baseline.get_word_graph(s))
-        baseline_graph_s.append(seconds)
-        baseline_arcs.append(len(raw.arcs))
-        baseline_words.append(sum(len(a.target_tokens) for a in raw.arcs) + len(raw.final_states))
-        seconds, pruned = timed(lambda s=source: engine.graph(s))
-        graph_s.append(seconds)
-        arcs.append(len(pruned.arcs))
-        words.append(sum(len(a.target_tokens) for a in pruned.arcs) + len(pruned.final_states))
+        timed("translate", lambda s=source: engine.translate(s, 1, ""))
+        raw = timed("baseline", lambda s=source: baseline.get_word_graph(s))
+        sizes["baseline arcs"].append(len(raw.arcs))
+        sizes["baseline words"].append(sum(len(a.target_tokens) for a in raw.arcs) + len(raw.final_states))
+        pruned = timed("node", lambda s=source: engine.graph(s))
+        sizes["node arcs"].append(len(pruned.arcs))
+        sizes["node words"].append(sum(len(a.target_tokens) for a in pruned.arcs) + len(pruned.final_states))
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "model"
         shutil.copytree(model, copy)
         learner = SmtEngine(copy, 10_000)
-        train_s = []
         for source, target in held[:20]:
-            seconds, _ = timed(lambda s=source, t=target: learner.train_segment(s, t, True))
-            train_s.append(seconds)
+            timed("train", lambda s=source, t=target: learner.train_segment(s, t, True))
         learner.close()
+    names = {
+        "translate": "translate",
+        "baseline": "word graph, baseline",
+        "node": "word graph, node",
+        "train": "train-segment",
+    }
     figures: dict[str, Any] = {
         "verses": len(held),
         "cpu": cpu,
-        "translate_s": quantiles(translate_s),
-        "word_graph_s": {"sil-machine, folder's search limits, unpruned": quantiles(baseline_graph_s)},
-        "node_word_graph_s": quantiles(graph_s),
-        "arcs": {
-            "baseline": quantiles([float(a) for a in baseline_arcs]),
-            "node": quantiles([float(a) for a in arcs]),
+        "wall_s": {names[k]: quantiles(v) for k, v in wall.items()},
+        "cpu_s": {names[k]: quantiles(v) for k, v in cpu_s.items()},
+        "sizes": {k: quantiles(v) for k, v in sizes.items()},
+        "graphs_over_1000_hypotheses": {
+            "baseline": sum(w > 1000 for w in sizes["baseline words"]),
+            "node": sum(w > 1000 for w in sizes["node words"]),
         },
-        "graph_words_plus_finals": {
-            "baseline": quantiles([float(w) for w in baseline_words]),
-            "node": quantiles([float(w) for w in words]),
-            "baseline_over_1000": sum(w > 1000 for w in baseline_words),
-            "node_over_1000": sum(w > 1000 for w in words),
-        },
-        "train_segment_s": quantiles(train_s),
     }
-    print(f"{'':32}{'median':>10}{'p95':>10}{'max':>10}")
-    rows = [
-        ("translate (s)", figures["translate_s"]),
-        ("word graph, baseline (s)", quantiles(baseline_graph_s)),
-        ("word graph, node (s)", figures["node_word_graph_s"]),
-        ("arcs, baseline", figures["arcs"]["baseline"]),
-        ("arcs, node", figures["arcs"]["node"]),
-        ("train-segment (s)", figures["train_segment_s"]),
-    ]
+    print("baseline: sil-machine's ThotSmtModel.get_word_graph (the folder's search limits, unpruned)")
+    print(f"{'':36}{'median':>10}{'p95':>10}{'max':>10}")
+    rows = [(f"{name} (s)", q) for name, q in figures["wall_s"].items()]
+    rows += [(f"CPU: {name} (s)", q) for name, q in figures["cpu_s"].items()]
+    rows += list(figures["sizes"].items())
     for name, q in rows:
-        print(f"{name:32}{q['median']:>10.3f}{q['p95']:>10.3f}{q['max']:>10.3f}")
+        print(f"{name:36}{q['median']:>10.3f}{q['p95']:>10.3f}{q['max']:>10.3f}")
+    over = figures["graphs_over_1000_hypotheses"]
     print(
-        f"graphs over sil-machine's 1,000-hypothesis queue: baseline "
-        f"{figures['graph_words_plus_finals']['baseline_over_1000']}, node "
-        f"{figures['graph_words_plus_finals']['node_over_1000']} of {len(held)}"
+        f"graphs over sil-machine's 1,000-hypothesis queue: baseline {over['baseline']}, "
+        f"node {over['node']} of {len(held)}"
     )
     write("measure", figures)
     engine.close()

@@ -402,7 +402,6 @@ class SmtEngine:
         self.detok = detokenizer()
         self._scores: dict[tuple[str | None, str | None], float] = {}
         self.aligner = FuzzyEditDistanceWordAlignmentMethod()
-        self.aligner.score_selector = self._select_score
         self.model.word_aligner = self.aligner  # the setter installs the model's own scorer…
         self.aligner.score_selector = self._select_score  # …replaced by the memoised one
 
