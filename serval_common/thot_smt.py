@@ -50,6 +50,13 @@ class DecoderSettings(BaseModel):
         default=10, ge=1, description="W: translation options considered per source phrase"
     )
     stack_size: int = Field(default=10, ge=1, description="S: hypotheses kept per stack")
+    graph_stack_size: int | None = Field(
+        default=5,
+        ge=1,
+        description="S for word graphs, which must come back while the user types; None: "
+        "`stack_size`. On the English→Swahili NT, S=5 halves word-graph time against S=10 and "
+        "its translations score the same chrF (40.97 against 40.99)",
+    )
     max_phrase_length: int = Field(default=7, ge=1, description="A: longest source phrase in words")
     non_monotonicity: int = Field(default=0, ge=0)
     heuristic: int = Field(default=6, description="h: 0 none, 4 local t, 6 local t+d")

@@ -437,7 +437,13 @@ class SmtEngine:
 
         # sil-machine 1.9.2 exposes Thot's decoder only through ThotSmtModel.get_word_graph, which
         # aligns and scores every arc before any pruning (seconds on a long verse).
-        thot = self.model._get_decoder().get_word_graph(to_sentence(normalized))
+        decoder = self.model._get_decoder()
+        stack_size = decoder.s
+        decoder.s = self.settings.decoder.graph_stack_size or stack_size
+        try:
+            thot = decoder.get_word_graph(to_sentence(normalized))
+        finally:
+            decoder.s = stack_size
         arcs = []
         for i in range(thot.num_arcs):
             arc = thot.get_arc(i)
