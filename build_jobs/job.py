@@ -103,26 +103,32 @@ def run_build(
             platform.completed(corpus_size=aligned.corpus_size, confidence=aligned.confidence)
             log.info("build completed", extra={**extra, "word_align_count": aligned.aligned})
             return 0
-        options = BuildOptions.parse(args.options_json)
-        base_model = options.base_model or settings.jobs.default_base_model
-        store = store or store_from_settings(settings, args.store_url)
-        _report_quote_conventions(args, store, platform)
-        with tempfile.TemporaryDirectory(prefix="serval-build-") as work:
-            if args.train:
-                prepared = _train(args, options, base_model, store, progress, Path(work))
-            else:
-                prepared = _take_base_model(args, base_model, store, progress)
-            pretranslated = _pretranslate(args, options, base_model, store, progress, prepared)
-            progress.update(0.97 if args.train else 0.95, f"publishing revision {args.revision}")
-            publish_revision(
-                store,
-                prepared.manifest,
-                prepared.ct2_dir,
-                prepared.hf_dir,
-                check=lambda: _check_cancel(progress),
-            )
+        if args.engine_type == "smt-transfer":
+            store = store or store_from_settings(settings, args.store_url)
+            _report_quote_conventions(args, store, platform)
+            outcome, pretranslated = _smt_build(args, store, progress)
             published = True
-        outcome = prepared.outcome
+        else:
+            options = BuildOptions.parse(args.options_json)
+            base_model = options.base_model or settings.jobs.default_base_model
+            store = store or store_from_settings(settings, args.store_url)
+            _report_quote_conventions(args, store, platform)
+            with tempfile.TemporaryDirectory(prefix="serval-build-") as work:
+                if args.train:
+                    prepared = _train(args, options, base_model, store, progress, Path(work))
+                else:
+                    prepared = _take_base_model(args, base_model, store, progress)
+                pretranslated = _pretranslate(args, options, base_model, store, progress, prepared)
+                progress.update(0.97 if args.train else 0.95, f"publishing revision {args.revision}")
+                publish_revision(
+                    store,
+                    prepared.manifest,
+                    prepared.ct2_dir,
+                    prepared.hf_dir,
+                    check=lambda: _check_cancel(progress),
+                )
+                published = True
+            outcome = prepared.outcome
         platform.execution_data(args.engine_id, _execution_data(args, outcome, pretranslated))
         progress.update(1.0, f"published revision {args.revision}{outcome.summary}")
         platform.completed(corpus_size=outcome.corpus_size, confidence=outcome.confidence)
@@ -221,6 +227,17 @@ def _train(
     return Prepared(
         outcome=outcome, manifest=trained.manifest, ct2_dir=trained.ct2_dir, hf_dir=trained.hf_dir
     )
+
+
+def _smt_build(args: JobSpec, store: ModelStore, progress: BuildProgress) -> tuple[Outcome, int]:
+    """An `smt-transfer` build (`build_jobs.smt.build`): train, pretranslate, publish."""
+    from build_jobs.smt.build import build_smt
+
+    smt = build_smt(args, store, progress)
+    outcome = Outcome(
+        corpus_size=smt.corpus_size, confidence=smt.confidence, scores=smt.scores, summary=smt.summary
+    )
+    return outcome, smt.pretranslated
 
 
 def _report_quote_conventions(args: JobSpec, store: ModelStore, platform: PlatformReporter) -> None:

@@ -112,13 +112,14 @@ def publish_inference_only(
 def publish_revision(
     store: ModelStore,
     manifest: Manifest,
-    ct2_dir: Path | None,
-    hf_dir: Path | None,
+    folder: Path | None,
+    hf_dir: Path | None = None,
     *,
     check: Check | None = None,
 ) -> Manifest:
-    """Publish `models/{engineId}/{revision}/` from `manifest` and the local folders (none: an
-    inference-only revision). Raises `RevisionExists`, writing nothing, when the folder holds
+    """Publish `models/{engineId}/{revision}/` from `manifest` and a local model folder of any
+    family (CTranslate2 weights, with `hf_dir` their training checkpoint; a Thot model folder…),
+    or none: an inference-only revision. Raises `RevisionExists`, writing nothing, when the folder holds
     any object. Whatever stops the upload before the manifest is written (a store failure, or
     `check` raising) removes the files uploaded so far before it propagates."""
     if manifest.engine_id is None or manifest.revision is None or manifest.build_id is None:
@@ -131,7 +132,7 @@ def publish_revision(
             "overwritten, so this build publishes nothing; start the build again"
         )
     try:
-        return publish_model_folder(store, prefix, ct2_dir, hf_dir, manifest, check=check)
+        return publish_model_folder(store, prefix, folder, hf_dir, manifest, check=check)
     except BaseException:
         _remove_partial(store, manifest.engine_id, manifest.revision, manifest.build_id)
         raise
@@ -178,19 +179,19 @@ def publish_base_model(
 def publish_model_folder(
     store: ModelStore,
     prefix: str,
-    ct2_dir: Path | None,
+    folder: Path | None,
     hf_dir: Path | None,
     manifest: Manifest,
     *,
     check: Check | None = None,
 ) -> Manifest:
-    """Upload `ct2_dir`'s files and, with `hf_dir`, its files under `hf/` (in place of any
-    `ct2_dir/hf/`), then the manifest, last. With neither folder the manifest alone is written."""
+    """Upload `folder`'s files and, with `hf_dir`, its files under `hf/` (in place of any
+    `folder/hf/`), then the manifest, last. With neither folder the manifest alone is written."""
     uploads: list[tuple[ManifestFile, Path]] = []
-    if ct2_dir is not None:
+    if folder is not None:
         uploads += [
-            (f, ct2_dir / f.path)
-            for f in describe_files(ct2_dir)
+            (f, folder / f.path)
+            for f in describe_files(folder)
             if hf_dir is None or not f.path.startswith(f"{HF_SUBFOLDER}/")
         ]
     if hf_dir is not None:
@@ -199,7 +200,7 @@ def publish_model_folder(
             for f in describe_files(hf_dir)
         ]
         manifest = manifest.model_copy(update={"max_positions": checkpoint_max_positions(hf_dir)})
-    if ct2_dir is not None or hf_dir is not None:
+    if folder is not None or hf_dir is not None:
         manifest = manifest.model_copy(update={"files": [entry for entry, _ in uploads]})
     for entry, source in uploads:
         if check is not None:

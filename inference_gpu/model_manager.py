@@ -23,6 +23,13 @@ The disk cache (`settings.node_cache_dir`, one folder per revision's files) is k
 unloaded) that no loaded or loading model uses are deleted. Eviction waits until no fetch is in
 progress, and a fetch waits for an eviction in progress, so no copy is deleted while a load reads it.
 
+Models that learn segments (`ServedModel.learns_segments`: `smt-transfer`) replay the engine's
+trained segments before they are announced READY: the manager asks `segment_source` (the node
+asks the API service, `InferenceNodeApi.GetTrainSegments`) and applies them in order. While the API
+service cannot be reached the replay is retried like a fetch, for up to `node.load_retry_s`; past
+that, or on any other failure, the load is FAILED: a model that silently missed segments is never
+served.
+
 `serval_node_model_load_failures{reason}` counts every failed attempt,
 `serval_node_model_loads_failed{reason}` the loads that ended FAILED and
 `serval_node_model_loads_retrying` the loads waiting for their next attempt.
@@ -40,9 +47,11 @@ import re
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import grpc
 
 from inference_gpu.families import ServedModel, model_class
 from inference_gpu.metrics import NodeMetrics
@@ -55,12 +64,20 @@ from serval_common.store import ModelStore, StoreError
 log = logging.getLogger(__name__)
 
 StatusListener = Callable[[node_pb2.ModelStatus], None]
+SegmentSource = Callable[[node_pb2.ModelRef], Awaitable[list[node_pb2.TrainSegmentOp]]]
+"""The segments trained on an engine since the build of the revision `ModelRef` names, in order."""
 
 IDLE_POLL_S = 0.02
 
 
 class MemoryBudgetExceeded(RuntimeError):
     """The model does not fit the node's memory budget even after unloading every idle model."""
+
+
+class SegmentsUnavailable(StoreError):
+    """The engine's trained segments could not be fetched, so the model is not served.
+
+    A `StoreError`, so work that waited for the model is answered "model unavailable"."""
 
 
 class LoadAbandoned(StoreError):
@@ -81,10 +98,18 @@ def failure_reason(exc: BaseException) -> str:
 
 
 class ModelManager:
-    def __init__(self, settings: Settings, store: ModelStore, metrics: NodeMetrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ModelStore,
+        metrics: NodeMetrics | None = None,
+        *,
+        segment_source: SegmentSource | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.metrics = metrics
+        self.segment_source = segment_source
         self._secrets = secret_values(settings)
         self._models: dict[str, ServedModel] = {}
         self._loading: dict[str, asyncio.Task[ServedModel]] = {}
@@ -173,6 +198,12 @@ class ModelManager:
             model = await asyncio.to_thread(
                 model_class(manifest.backend).load, folder, manifest, self.settings.node
             )
+            if model.learns_segments:
+                try:
+                    await self._replay(ref, model, stop)
+                except BaseException:
+                    await model.close(drain=False)
+                    raise
         except LoadAbandoned:
             self._sizes.pop(ref.location, None)
             self._folders.pop(ref.location, None)
@@ -278,6 +309,53 @@ class ModelManager:
             if retrying and self.metrics is not None:
                 self.metrics.loads_retrying.dec()
 
+    async def _replay(self, ref: node_pb2.ModelRef, model: ServedModel, stop: asyncio.Event) -> None:
+        """Apply the engine's trained segments to a freshly loaded model, retrying while the API
+        service is unreachable (see the module docstring)."""
+        if self.segment_source is None:
+            raise SegmentsUnavailable(
+                f"{ref.location} learns trained segments but this node has no API service to fetch them from"
+            )
+        node = self.settings.node
+        deadline = time.monotonic() + node.load_retry_s
+        delay = node.load_retry_initial_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                segments = await self.segment_source(ref)
+                break
+            except Exception as exc:
+                remaining = deadline - time.monotonic()
+                if not _retryable(exc) or remaining <= 0 or stop.is_set():
+                    raise SegmentsUnavailable(
+                        f"the trained segments of {ref.location} could not be fetched ({attempt} attempts): {exc}"
+                    ) from exc
+                wait = min(delay * random.uniform(0.5, 1.5), node.load_retry_max_s, remaining)
+                delay = min(delay * 2, node.load_retry_max_s)
+                log.warning(
+                    "trained segments unavailable while loading; retrying",
+                    extra={
+                        "model": ref.location,
+                        "attempt": attempt,
+                        "retry_in_s": round(wait, 2),
+                        "error": str(exc),
+                    },
+                )
+                self._announce(
+                    ref,
+                    node_pb2.MODEL_STATE_LOADING,
+                    f"trained segments unavailable (attempt {attempt}): {exc}; next attempt in {wait:.1f} s",
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+        for segment in segments:
+            await model.train_segment(
+                segment.source_segment, segment.target_segment, segment.sentence_start, segment.seq
+            )
+        if segments:
+            log.info("trained segments replayed", extra={"model": ref.location, "segments": len(segments)})
+
     def _count_failed_attempt(self, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.load_failures.labels(reason=reason).inc()
@@ -382,6 +460,19 @@ class ModelManager:
         status = node_pb2.ModelStatus(model=ref, state=state, message=message, size_bytes=size_bytes)  # type: ignore[arg-type]
         for listener in self.listeners:
             listener(status)
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether fetching trained segments may succeed later: the API service unreachable or
+    overloaded, not a refusal."""
+    if isinstance(exc, grpc.RpcError):
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        return code in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        )
+    return isinstance(exc, ConnectionError | TimeoutError)
 
 
 def _folder_size(folder: Path) -> int:

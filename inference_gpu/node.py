@@ -42,6 +42,10 @@ REDIAL_MAX_S = 5.0
 within seconds, and a dial attempt costs the API service next to nothing."""
 
 
+TRAIN_SEGMENTS_TIMEOUT_S = 30.0
+"""How long a node waits for an API service's trained segments when it loads a model."""
+
+
 class NodeRejected(Exception):
     """The API service refused this node (bad token, incompatible protocol): redialing won't help."""
 
@@ -54,7 +58,7 @@ class InferenceNode:
         device = self.device_info()
         self.device_kind = device.kind
         self.metrics = NodeMetrics(device_kind=device.kind, device_index=device.index)
-        self.models = ModelManager(settings, store, self.metrics)
+        self.models = ModelManager(settings, store, self.metrics, segment_source=self.train_segments)
         self.families = available_families(settings.node.families)
         self.draining = False
         self.shutting_down = False
@@ -129,6 +133,18 @@ class InferenceNode:
             await asyncio.wait(list(self.in_flight.values()))
         for link in self.links:
             await link.say_goodbye("node shutting down")
+
+    async def train_segments(self, ref: node_pb2.ModelRef) -> list[node_pb2.TrainSegmentOp]:
+        """The engine's segments trained since `ref`'s build, from the first API service that
+        answers (welcomed links first); the last failure when none does."""
+        links = sorted(self.links, key=lambda link: not link.registered)
+        failure: Exception = ConnectionError("the node has no API service address")
+        for link in links:
+            try:
+                return await link.train_segments(ref)
+            except grpc.RpcError as exc:
+                failure = exc
+        raise failure
 
     def free_slots(self) -> int:
         return max(0, self.settings.node.slots - len(self.in_flight))
@@ -246,6 +262,18 @@ class ApiLink:
                 )
             )
         )
+
+    async def train_segments(self, ref: node_pb2.ModelRef) -> list[node_pb2.TrainSegmentOp]:
+        """`InferenceNodeApi.GetTrainSegments` on this API service, as the node (its token)."""
+        tls = self.node.settings.node
+        server_name = tls.tls_server_name or common_host_name(tls.api_addresses)
+        async with aio_client_channel(self.address, tls.tls_ca_file, server_name) as channel:
+            response = await node_pb2_grpc.InferenceNodeApiStub(channel).GetTrainSegments(
+                node_pb2.GetTrainSegmentsRequest(model=ref),
+                metadata=(("authorization", f"Bearer {tls.token or ''}"),),
+                timeout=TRAIN_SEGMENTS_TIMEOUT_S,
+            )
+        return list(response.segments)
 
     async def say_goodbye(self, reason: str) -> None:
         if self._outbox is not None:
