@@ -25,8 +25,8 @@ import heapq
 import statistics
 import time
 import types
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any
 
 import httpx
 from machine.annotations import Range
@@ -48,8 +48,6 @@ from machine.translation import error_correction_word_graph_processor as _proces
 from machine.translation.error_correction_word_graph_processor import ErrorCorrectionWordGraphProcessor
 
 from serval.translation.v1 import engine_pb2
-
-T = TypeVar("T")
 
 MAX_RESULTS = 1000
 """The most results one search of a guarded processor yields (the library meant 1,000 too)."""
@@ -170,23 +168,23 @@ def result_from_json(result: Mapping[str, Any], primary: TranslationSources) -> 
     )
 
 
-class HypothesisQueue(Generic[T]):
+class HypothesisQueue:
     """What `ErrorCorrectionWordGraphProcessor` needs of its queue, unbounded and on one thread:
     `put`, `get` (best first: hypotheses order themselves) and `not_empty`, true while something is
     left. It pops in exactly the order `queue.PriorityQueue` does (both are `heapq` heaps)."""
 
     def __init__(self, maxsize: int = 0) -> None:
         """`maxsize` is accepted and ignored: a bound is what made the library's queue block."""
-        self._heap: list[T] = []
+        self._heap: list[Any] = []
 
     @property
     def not_empty(self) -> bool:
         return bool(self._heap)
 
-    def put(self, item: T) -> None:
+    def put(self, item: Any) -> None:
         heapq.heappush(self._heap, item)
 
-    def get(self) -> T:
+    def get(self) -> Any:
         return heapq.heappop(self._heap)
 
     def __len__(self) -> int:
@@ -231,7 +229,7 @@ class GuardedWordGraphProcessor(ErrorCorrectionWordGraphProcessor):
 
     _get_hypotheses = _with_hypothesis_queue(ErrorCorrectionWordGraphProcessor._get_hypotheses)
 
-    def get_results(self) -> Iterator[TranslationResult]:
+    def get_results(self) -> Generator[TranslationResult, None, None]:
         for count, result in enumerate(super().get_results(), 1):
             yield result
             if count >= self.max_results:

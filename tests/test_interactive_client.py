@@ -138,7 +138,7 @@ def test_reading_every_result_ends() -> None:
 
 
 def test_the_hypothesis_queue_pops_best_first_and_empties() -> None:
-    queue: HypothesisQueue[int] = HypothesisQueue(maxsize=2)
+    queue = HypothesisQueue(maxsize=2)
     for item in (5, 1, 4, 2, 3):
         queue.put(item)
     assert len(queue) == 5
