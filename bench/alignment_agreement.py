@@ -45,6 +45,7 @@ from bench.interactive import (
     spread,
     summary,
     upload_texts,
+    warm_up,
 )
 from serval_cli.interactive import ServalInteractiveEngine
 
@@ -140,13 +141,17 @@ def nllb_links(
     return source_spans, inside, {(i, j) for i, j in links if 0 <= j < len(inside) and inside[j] is not None}
 
 
+def pair_json(verse: Pair) -> dict[str, str]:
+    return {"sourceSegment": verse.source, "targetSegment": verse.target}
+
+
 def compare(
     aligner: httpx.Client, nmt: ServalInteractiveEngine, verses: list[Pair], threshold: float
 ) -> Comparison:
     comparison = Comparison(threshold)
     for number, verse in enumerate(verses, 1):
         started = time.perf_counter()
-        response = aligner.post("align", json={"sourceSegment": verse.source, "targetSegment": verse.target})
+        response = aligner.post("align", json=pair_json(verse))
         comparison.align_seconds.append(time.perf_counter() - started)
         response.raise_for_status()
         aligned = response.json()
@@ -268,9 +273,12 @@ def run(
         ) as aligner,
     ):
         assert isinstance(nmt, ServalInteractiveEngine)
-        nmt.translate(verses[0].source)  # the node loads the models: not timed
-        aligner.post("align", json={"sourceSegment": verses[0].source, "targetSegment": verses[0].target})
-        nmt.latencies.clear()
+        warm_up(nmt, verses[0].source)
+        deadline = time.monotonic() + 600
+        while aligner.post("align", json=pair_json(verses[0])).status_code in (409, 503):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the word-alignment engine never answered align")
+            time.sleep(2)
         comparison = compare(aligner, nmt, verses, threshold)
         comparison.prefix_seconds = list(nmt.latencies.get("translate_prefix", []))
     return comparison

@@ -254,13 +254,31 @@ class EngineRun:
     error: str | None = None
 
 
+def warm_up(engine: ServalInteractiveEngine, segment: str, timeout_s: float = 600) -> None:
+    """Translate until the engine answers (a node loads its model first: not timed), then forget
+    the latencies so far."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            engine.translate(segment)
+            break
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code not in (409, 503) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    engine.latencies.clear()
+
+
 def run_engine(
-    engine: ServalInteractiveEngine, label: str, verses: list[Pair], prefix_endpoint: bool
+    engine: ServalInteractiveEngine,
+    label: str,
+    verses: list[Pair],
+    prefix_endpoint: bool,
+    completion: bool = True,
 ) -> dict[str, Any]:
     """Type every verse against one engine; its figures as JSON."""
     run = EngineRun(label, engine.engine_type, prefix_endpoint=Typing() if prefix_endpoint else None)
-    engine.translate(verses[0].source)  # the node loads the model: not timed
-    engine.latencies.clear()
+    warm_up(engine, verses[0].source)
     for number, verse in enumerate(verses, 1):
         try:
             graph = engine.get_word_graph(verse.source)
@@ -271,9 +289,10 @@ def run_engine(
         run.hypotheses_over_queue += run.hypotheses[-1] > LIBRARY_QUEUE_SIZE
         best = next(engine.create_translator(verse.source, word_graph=graph).get_current_results(), None)
         run.best_paths.append(best.translation if best is not None else "")
-        for typing, completion in ((run.whole_words, False), (run.with_completion, True)):
+        variants = [(run.whole_words, False)] + ([(run.with_completion, True)] if completion else [])
+        for typing, completes in variants:
             translator = engine.create_translator(verse.source, word_graph=graph)
-            typing.add(type_verse(verse.target, graph_suggester(translator, run.suggest_seconds), completion))
+            typing.add(type_verse(verse.target, graph_suggester(translator, run.suggest_seconds), completes))
         if run.prefix_endpoint is not None:
             suggest = endpoint_suggester(engine, verse.source, verse.target)
             run.prefix_endpoint.add(type_verse(verse.target, suggest, completion=False))
@@ -296,7 +315,9 @@ def figures(run: EngineRun, engine: ServalInteractiveEngine, verses: list[Pair])
         "error": run.error,
         "chrf_best_path": chrf(run.best_paths, [v.target for v in verses[:typed]]),
     }
-    variants = {"whole_words": run.whole_words, "with_completion": run.with_completion}
+    variants = {"whole_words": run.whole_words}
+    if run.with_completion.words:
+        variants["with_completion"] = run.with_completion
     if run.prefix_endpoint is not None:
         variants["prefix_endpoint"] = run.prefix_endpoint
     for name, typing in variants.items():
@@ -346,7 +367,10 @@ def print_table(results: list[dict[str, Any]], builds: dict[str, Any]) -> None:
             ),
         ),
         ("keystrokes saved, whole words", lambda r: pct(r["whole_words"]["keystroke_saving"])),
-        ("keystrokes saved, with completion", lambda r: pct(r["with_completion"]["keystroke_saving"])),
+        (
+            "keystrokes saved, with completion",
+            lambda r: pct(r["with_completion"]["keystroke_saving"]) if "with_completion" in r else "—",
+        ),
         (
             "words predicted, prefix endpoint",
             lambda r: pct(r["prefix_endpoint"]["word_prediction"]) if "prefix_endpoint" in r else "—",
@@ -513,7 +537,7 @@ def build_engine(
 
 
 def type_engines(
-    url: str, api_key: str, engine_ids: list[str], verses: list[Pair], prefix_endpoint: bool
+    url: str, api_key: str, engine_ids: list[str], verses: list[Pair], prefix_endpoint: bool, completion: bool
 ) -> list[dict[str, Any]]:
     results = []
     for engine_id in engine_ids:
@@ -521,7 +545,7 @@ def type_engines(
             assert isinstance(engine, ServalInteractiveEngine)
             label = f"{engine.engine_type} {engine_id[:6]}"
             print(f"typing {len(verses)} verses against {label}", flush=True)
-            results.append(run_engine(engine, label, verses, prefix_endpoint))
+            results.append(run_engine(engine, label, verses, prefix_endpoint, completion))
     return results
 
 
@@ -557,6 +581,11 @@ def main() -> None:
     )
     parser.add_argument("--no-prefix-endpoint", action="store_true", help="skip the prefix-endpoint variant")
     parser.add_argument(
+        "--no-completion",
+        action="store_true",
+        help="skip the with-completion variant (a suggestion per character)",
+    )
+    parser.add_argument(
         "--home", type=Path, default=Path(".serval"), help="where the tiny base model's store is"
     )
     parser.add_argument("--out", type=Path, default=Path("bench/results/interactive.json"))
@@ -570,6 +599,7 @@ def main() -> None:
         verses = spread([v for v in held_out if v.ref.split()[0] not in excluded], args.verses)
     training = training[: args.train_pairs] if args.train_pairs else training
     prefix_endpoint = not args.no_prefix_endpoint
+    completion = not args.no_completion
     builds: dict[str, Any] = {}
     if args.setup:
         with local_service(args.home) as service:
@@ -589,11 +619,13 @@ def main() -> None:
                     "train_pairs": len(training) if trains else 0,
                     "options": options,
                 }
-            results = type_engines(service.url, service.api_key, engine_ids, verses, prefix_endpoint)
+            results = type_engines(
+                service.url, service.api_key, engine_ids, verses, prefix_endpoint, completion
+            )
     else:
         if not (args.url and args.api_key and args.engine):
             parser.error("give --url, --api-key and --engine, or --setup")
-        results = type_engines(args.url, args.api_key, args.engine, verses, prefix_endpoint)
+        results = type_engines(args.url, args.api_key, args.engine, verses, prefix_endpoint, completion)
 
     print_table(results, builds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
