@@ -272,7 +272,6 @@ def run(
             timeout=120,
         ) as aligner,
     ):
-        assert isinstance(nmt, ServalInteractiveEngine)
         warm_up(nmt, verses[0].source)
         deadline = time.monotonic() + 600
         while aligner.post("align", json=pair_json(verses[0])).status_code in (409, 503):

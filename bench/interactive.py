@@ -542,7 +542,6 @@ def type_engines(
     results = []
     for engine_id in engine_ids:
         with ServalInteractiveEngine(url, api_key, engine_id) as engine:
-            assert isinstance(engine, ServalInteractiveEngine)
             label = f"{engine.engine_type} {engine_id[:6]}"
             print(f"typing {len(verses)} verses against {label}", flush=True)
             results.append(run_engine(engine, label, verses, prefix_endpoint, completion))

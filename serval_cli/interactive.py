@@ -162,7 +162,10 @@ def result_from_json(result: Mapping[str, Any], primary: TranslationSources) -> 
         target,
         confidences,
         statistics.fmean(confidences) if confidences else 0.0,
-        [machine_sources(names, primary) for names in result.get("sources", [[] for _ in target])],
+        [
+            machine_sources(names or ["Primary"], primary)
+            for names in result.get("sources", [[] for _ in target])
+        ],
         alignment,
         phrases,
     )
@@ -295,6 +298,9 @@ class ServalInteractiveEngine(InteractiveTranslationEngine):
         self.target_detokenizer: Detokenizer[str, str] = LatinWordDetokenizer()
         self.ecm = ErrorCorrectionModel()
         self.latencies: dict[str, list[float]] = {}
+
+    def __enter__(self) -> ServalInteractiveEngine:
+        return self
 
     @property
     def engine_type(self) -> str:

@@ -291,7 +291,6 @@ def test_the_rest_engine_drives_a_real_service(echo_service: tuple[RunningApi, s
     running, api_key, engine_id = echo_service
     segment = "In the beginning was the Word, and the Word was with God."
     with ServalInteractiveEngine(running.rest_url, api_key, engine_id) as engine:
-        assert isinstance(engine, ServalInteractiveEngine)
         assert engine.engine_type == "echo"
         graph = engine.get_word_graph(segment)
         assert list(graph.source_tokens) == list(LatinWordTokenizer().tokenize(segment))
