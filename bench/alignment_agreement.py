@@ -36,6 +36,7 @@ import httpx
 
 from bench.interactive import (
     DEMO_BASE_BOOKS,
+    EBIBLE,
     HELD_OUT,
     Pair,
     build_engine,
@@ -195,10 +196,11 @@ def main() -> None:
         "--threshold", type=float, default=0.5, help="the aligner's confident links score this"
     )
     parser.add_argument("--home", type=Path, default=Path(".serval"))
+    parser.add_argument("--data", type=Path, default=EBIBLE, help="the ebible-nt folder")
     parser.add_argument("--out", type=Path, default=Path("bench/results/alignment_agreement.json"))
     args = parser.parse_args()
 
-    training, held_out = split(ebible_pairs())
+    training, held_out = split(ebible_pairs(args.data))
     training = training[: args.train_pairs] if args.train_pairs else training
     excluded = set(args.exclude_books)
     verses = spread([v for v in held_out if v.ref.split()[0] not in excluded], args.verses)

@@ -587,10 +587,11 @@ def main() -> None:
     parser.add_argument(
         "--home", type=Path, default=Path(".serval"), help="where the tiny base model's store is"
     )
+    parser.add_argument("--data", type=Path, default=EBIBLE, help="the ebible-nt folder")
     parser.add_argument("--out", type=Path, default=Path("bench/results/interactive.json"))
     args = parser.parse_args()
 
-    training, held_out = split(ebible_pairs())
+    training, held_out = split(ebible_pairs(args.data))
     if args.verses_file:
         verses = read_verses(args.verses_file)[: args.verses]
     else:
@@ -632,7 +633,7 @@ def main() -> None:
         json.dumps(
             {
                 "verses": [v.ref for v in verses],
-                "data": None if args.verses_file else f"{EBIBLE} engwebp→swh1850, {HELD_OUT} held out",
+                "data": None if args.verses_file else f"{args.data} engwebp→swh1850, {HELD_OUT} held out",
                 "builds": builds,
                 "engines": results,
             },
