@@ -12,8 +12,9 @@ substrings in order; case is ignored, as an aligner may lowercase), and every NL
 becomes the links (i′, j′) between the aligner's tokens whose spans overlap i and j: both link sets
 then live on the aligner's tokens. With NLLB's as the reference, precision = |A ∩ N| / |A|,
 recall = |A ∩ N| / |N| and F1, summed over all pairs (micro), for every aligner link and for those
-scoring at least `--threshold`. A tiny NLLB's attention is a weak reference: this is agreement,
-not accuracy.
+scoring at least `--threshold`; and, as a floor, for a diagonal alignment (each source word linked
+to the target word at the same relative position). A tiny NLLB's attention is a weak reference:
+this is agreement, not accuracy.
 
 Against a running service (after the word-alignment engines are merged):
     python -m bench.alignment_agreement --url URL --api-key KEY --nmt-engine ID --alignment-engine ID
@@ -94,6 +95,12 @@ def project(
     return projected
 
 
+def diagonal(sources: int, targets: int) -> set[Link]:
+    if not (sources and targets):
+        return set()
+    return {(i, min(targets - 1, (2 * i + 1) * targets // (2 * sources))) for i in range(sources)}
+
+
 @dataclass
 class Agreement:
     aligner_links: int = 0
@@ -124,6 +131,8 @@ class Comparison:
     threshold: float
     every_link: Agreement = field(default_factory=Agreement)
     confident: Agreement = field(default_factory=Agreement)
+    diagonal: Agreement = field(default_factory=Agreement)
+    """A baseline: each source word linked to the target word at the same relative position."""
     unlocated_tokens: int = 0
     align_seconds: list[float] = field(default_factory=list)
     prefix_seconds: list[float] = field(default_factory=list)
@@ -168,6 +177,7 @@ def compare(
         reference = project(n_links, (n_source, n_target), a_spans)
 
         comparison.every_link.add(set(scored), reference)
+        comparison.diagonal.add(diagonal(len(a_spans[0]), len(a_spans[1])), reference)
         confident = {link for link, score in scored.items() if score is None or score >= threshold}
         comparison.confident.add(confident, reference)
         comparison.pairs += 1
@@ -229,14 +239,17 @@ def main() -> None:
         )
 
     every, confident = comparison.every_link.figures(), comparison.confident.figures()
+    baseline = comparison.diagonal.figures()
     prefix_latency = summary(comparison.prefix_seconds)
     align_latency = summary(comparison.align_seconds)
     print(f"\n{comparison.pairs} held-out pairs; NLLB's attention links as the reference")
-    print(f"{'':28}{'every link':>14}{f'score ≥ {args.threshold:g}':>14}")
+    print(f"{'':28}{'every link':>14}{f'score ≥ {args.threshold:g}':>14}{'diagonal':>14}")
     for key in ("precision", "recall", "f1"):
-        print(f"{key:28}{100 * every[key]:>13.1f}%{100 * confident[key]:>13.1f}%")
+        print(
+            f"{key:28}{100 * every[key]:>13.1f}%{100 * confident[key]:>13.1f}%{100 * baseline[key]:>13.1f}%"
+        )
     for key in ("aligner_links", "nllb_links", "both"):
-        print(f"{key.replace('_', ' '):28}{every[key]:>14}{confident[key]:>14}")
+        print(f"{key.replace('_', ' '):28}{every[key]:>14}{confident[key]:>14}{baseline[key]:>14}")
     if align_latency:
         print(f"align median / p95 (ms)     {align_latency['median_ms']:.0f} / {align_latency['p95_ms']:.0f}")
     if prefix_latency:
@@ -253,6 +266,7 @@ def main() -> None:
                 "threshold": args.threshold,
                 "every_link": every,
                 "confident_links": confident,
+                "diagonal_baseline": baseline,
                 "unlocated_aligner_tokens": comparison.unlocated_tokens,
                 "latency": {"align": align_latency, "nllb_translate_prefix": prefix_latency},
                 "builds": builds,
