@@ -36,7 +36,7 @@ Against a running service:
 Or start one here (API service and node on free loopback ports, in a temporary home; the tiny
 NLLB base model of `serval demo` from --home's store, built first if missing), create engines of
 the types asked on the training split, build them and type the verses:
-    python -m bench.interactive --setup nmt smt-transfer [--verses 200] [--smt-options '{…}']
+    python -m bench.interactive --setup nmt smt-transfer [--verses 155] [--smt-options '{…}']
 An `nmt` engine is built inference-only (the tiny base model as it is) unless --nmt-options is
 given (then it fine-tunes on the training split); `smt-transfer` trains on the training split;
 `echo` copies the source (a floor). Results are printed side by side and written as JSON.
