@@ -1,5 +1,5 @@
 """Word graphs and prefix-constrained translation with real CTranslate2 on the tiny model, and the
-word graph driven through sil-machine's interactive translator."""
+word graph driven through sil-machine's interactive translator (guarded: serval_cli/interactive.py)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,13 @@ import pytest
 from machine.annotations import Range
 from machine.tokenization import RangeTokenizer
 from machine.tokenization.detokenizer import Detokenizer
-from machine.translation import (
-    ErrorCorrectionModel,
-    InteractiveTranslator,
-    TranslationSources,
-    WordAlignmentMatrix,
-    WordGraph,
-    WordGraphArc,
-)
+from machine.translation import ErrorCorrectionModel
 
 from inference_gpu.families.nmt import NmtModel
 from inference_gpu.nllb import detokenize, split_words, word_spans
 from inference_gpu.word_graph import piece_groups
 from serval.translation.v1 import engine_pb2
+from serval_cli.interactive import GuardedInteractiveTranslator, to_machine
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -147,36 +141,15 @@ class WordDetokenizer(Detokenizer[str, str]):
         return detokenize(list(tokens))
 
 
-def to_machine(graph: engine_pb2.WordGraph) -> WordGraph:
-    arcs = [
-        WordGraphArc(
-            arc.prev_state,
-            arc.next_state,
-            arc.score,
-            list(arc.target_tokens),
-            WordAlignmentMatrix.from_word_pairs(
-                arc.source_segment_end - arc.source_segment_start,
-                len(arc.target_tokens),
-                {(a.source_index, a.target_index) for a in arc.alignment},
-            ),
-            Range.create(arc.source_segment_start, arc.source_segment_end),
-            [TranslationSources.NMT] * len(arc.target_tokens),
-            list(arc.confidences),
-        )
-        for arc in graph.arcs
-    ]
-    return WordGraph(graph.source_tokens, arcs, graph.final_states, graph.initial_state_score)
-
-
-def interactive(segment: str, graph: engine_pb2.WordGraph) -> InteractiveTranslator:
-    return InteractiveTranslator(
+def interactive(segment: str, graph: engine_pb2.WordGraph) -> GuardedInteractiveTranslator:
+    return GuardedInteractiveTranslator(
         ErrorCorrectionModel(),
         None,
         WordTokenizer(),
         WordDetokenizer(),
         segment,
         to_machine(graph),
-        True,  # type: ignore[arg-type]
+        True,
     )
 
 
