@@ -38,7 +38,8 @@ MODES = {
 }
 REAL_ID_EXEMPT = {"DELETE"}
 
-pytestmark = pytest.mark.timeout(300)
+# Request handling, not storage: the PostgreSQL pass covers the database through the API tests.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.sqlite_pass_only]
 
 
 def test_every_operation_survives_fuzzing(api: RunningApi, client: httpx.Client) -> None:

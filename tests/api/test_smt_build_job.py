@@ -24,6 +24,9 @@ from tests.helpers import verse_pairs
 
 PAIRS = 300
 
+# Training, not storage: the API tests cover the build's database work on both databases.
+pytestmark = pytest.mark.sqlite_pass_only
+
 
 @pytest.fixture
 def builds(api: RunningApi) -> Iterator[Builds]:
