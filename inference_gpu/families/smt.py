@@ -754,6 +754,8 @@ class SmtModel(ServedModel):
         return frozenset(self._applied)
 
     async def _call(self, method: str, *args: Any) -> Any:
+        if self.lost:
+            raise WorkerLost(f"the worker process of model {self.manifest.engine_id} died")
         if self._closed:
             raise RuntimeError("the model is closed")
         self._pending += 1
