@@ -230,6 +230,9 @@ def test_a_prefix_off_the_graph_is_corrected_and_continued(model: SmtModel, runn
         assert result.phrases[-1].target_segment_cut == count
     assert list(results[0].target_tokens[2:4]) == words[2:4], "the graph's words after the corrected one"
 
+    [long] = runner.run(model.translate(LONG, 1, SRC, TGT, "Na kwa hivyo "))
+    assert list(long.target_tokens[:3]) == ["Na", "kwa", "hivyo"] and len(long.target_tokens) > 20
+
 
 def test_graphs_are_cached_per_segment_until_a_segment_is_trained(
     node: InferenceNode, runner: asyncio.Runner
@@ -240,9 +243,9 @@ def test_graphs_are_cached_per_segment_until_a_segment_is_trained(
     for segment in segments:
         runner.run(cached.translate(segment, 1, SRC, TGT, "Na "))
     runner.run(cached.word_graph(segments[0], SRC, TGT))
-    assert runner.run(cached._call("cached_segments")) == [segments[1], segments[2], segments[0]]
+    assert runner.run(cached.cached_segments()) == [segments[1], segments[2], segments[0]]
     runner.run(cached.train_segment(UNSEEN[13], TARGETS[PAIRS + 13], True, 0))
-    assert runner.run(cached._call("cached_segments")) == []
+    assert runner.run(cached.cached_segments()) == []
 
 
 def paths(graph: engine_pb2.WordGraph) -> int:

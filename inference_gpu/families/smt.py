@@ -783,6 +783,11 @@ class SmtModel(ServedModel):
                     listener()
             raise WorkerLost(f"the worker process of model {self.manifest.engine_id} died") from exc
 
+    async def cached_segments(self) -> list[str]:
+        """The segments whose word graphs the worker's cache holds, least recently used first."""
+        segments: list[str] = await self._call("cached_segments")
+        return segments
+
     async def worker_pid(self) -> int:
         """The process id of the model's worker."""
         pid: int = await self._run(os.getpid)
