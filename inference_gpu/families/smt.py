@@ -480,9 +480,8 @@ def _split_word(result: engine_pb2.TranslationResult, words: list[str], finished
     if finished or not words or len(result.target_tokens) <= len(words):
         return False
     typed = words[-1].lower()
-    return result.target_tokens[len(words) - 1].lower() == typed and result.target_tokens[
-        len(words)
-    ].lower().startswith(typed)
+    kept, following = result.target_tokens[len(words) - 1], result.target_tokens[len(words)]
+    return kept.lower() == typed and following.lower().startswith(typed)
 
 
 def split_prefix(prefix: str) -> tuple[list[str], bool]:
