@@ -30,6 +30,11 @@ service cannot be reached the replay is retried like a fetch, for up to `node.lo
 that, or on any other failure, the load is FAILED: a model that silently missed segments is never
 served.
 
+A model whose worker process died (`smt-transfer` runs each model in a process of its own; the
+model says so with `lost` and calls its `lost_listeners`) is dropped at once and announced
+UNLOADED, so the API service no longer counts it as held; the work that met the death is answered
+"model unavailable" and the next request loads the revision afresh (replaying trained segments).
+
 `serval_node_model_load_failures{reason}` counts every failed attempt,
 `serval_node_model_loads_failed{reason}` the loads that ended FAILED and
 `serval_node_model_loads_retrying` the loads waiting for their next attempt.
@@ -125,6 +130,7 @@ class ModelManager:
         """Location → its copy in the disk cache, for every model loaded or being loaded."""
         self._fetching = 0
         self._cache_lock = asyncio.Lock()
+        self._lost_drops: set[asyncio.Task[None]] = set()
         self.listeners: list[StatusListener] = []
 
     def loaded(self) -> list[str]:
@@ -156,6 +162,9 @@ class ModelManager:
         model = self._models.get(ref.location)
         if self.metrics is not None:
             (self.metrics.cache_misses if model is None else self.metrics.cache_hits).inc()
+        if model is not None and _lost(model):
+            await self._drop_lost(ref.location, model)
+            model = None
         if model is not None:
             return model
         location = ref.location
@@ -222,6 +231,9 @@ class ModelManager:
             self._announce(ref, node_pb2.MODEL_STATE_FAILED, str(exc))
             raise
         self._models[ref.location] = model
+        lost_listeners: list[Callable[[], None]] | None = getattr(model, "lost_listeners", None)
+        if lost_listeners is not None:
+            lost_listeners.append(functools.partial(self._on_lost, ref.location, model))
         load_s = time.perf_counter() - started
         if self.metrics is not None:
             model.observe_with(self.metrics)
@@ -393,6 +405,33 @@ class ModelManager:
         log.info("model unloaded", extra={"model": location})
         self._announce(self._refs[location], node_pb2.MODEL_STATE_UNLOADED)
 
+    def _on_lost(self, location: str, model: ServedModel) -> None:
+        """Called by a model whose worker died, on the event loop: drop it without waiting."""
+        task = asyncio.get_running_loop().create_task(self._drop_lost(location, model))
+        self._lost_drops.add(task)
+        task.add_done_callback(self._lost_drops.discard)
+
+    async def _drop_lost(self, location: str, model: ServedModel) -> None:
+        """Forget a model whose worker died (if it is still the one loaded) and announce it
+        UNLOADED: the next request for the revision loads it again."""
+        if self._models.get(location) is not model:
+            return
+        del self._models[location]
+        self._sizes.pop(location, None)
+        self._folders.pop(location, None)
+        if self.metrics is not None:
+            self.metrics.revisions_loaded.set(len(self._models))
+        log.error(
+            "model lost its worker process: dropped, it reloads on the next request",
+            extra={"model": location},
+        )
+        self._announce(
+            self._refs[location],
+            node_pb2.MODEL_STATE_UNLOADED,
+            "the model's worker process died; it is loaded again on the next request",
+        )
+        await model.close(drain=False)
+
     async def _make_room(self, location: str, size: int) -> None:
         """Unload least recently used idle models until `size` more bytes fit the budget."""
         budget = self.settings.node.memory_budget_bytes
@@ -460,6 +499,11 @@ class ModelManager:
         status = node_pb2.ModelStatus(model=ref, state=state, message=message, size_bytes=size_bytes)  # type: ignore[arg-type]
         for listener in self.listeners:
             listener(status)
+
+
+def _lost(model: ServedModel) -> bool:
+    """Whether the model's worker process died (families that run one say so with `lost`)."""
+    return bool(getattr(model, "lost", False))
 
 
 def _retryable(exc: BaseException) -> bool:

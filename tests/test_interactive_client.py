@@ -29,15 +29,10 @@ from machine.translation import (
 
 from inference_gpu.families.nmt import NmtModel
 from serval_api.auth import ALL_ENGINE_SCOPES
-from serval_cli.interactive import (
-    GuardedInteractiveTranslator,
-    GuardedWordGraphProcessor,
-    HypothesisQueue,
-    ServalInteractiveEngine,
-    to_machine,
-)
+from serval_cli.interactive import GuardedInteractiveTranslator, ServalInteractiveEngine
 from serval_common.manifest import Manifest
 from serval_common.settings import ApiSettings, NodeSettings, Settings
+from serval_common.word_graph_guard import GuardedWordGraphProcessor, HypothesisQueue, to_machine
 from tests.api.conftest import RunningApi
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,6 +7,8 @@ and driven through translate, n-best, prefix, word graph (also through sil-machi
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent import futures
@@ -30,7 +32,7 @@ from build_jobs.data import split_corpus
 from build_jobs.publish import publish_revision
 from build_jobs.smt.train import train_smt
 from inference_gpu.families import model_class
-from inference_gpu.families.smt import MAX_GRAPH_WORDS, SmtModel
+from inference_gpu.families.smt import MAX_GRAPH_WORDS, SmtModel, WorkerLost
 from inference_gpu.model_manager import SegmentsUnavailable
 from inference_gpu.node import InferenceNode
 from serval.inference.v1 import node_pb2, node_pb2_grpc
@@ -206,6 +208,46 @@ def test_prefix_results_start_with_the_prefix(model: SmtModel, runner: asyncio.R
         assert len({r.translation for r in results}) == len(results)
 
 
+def test_a_prefix_off_the_graph_is_corrected_and_continued(model: SmtModel, runner: asyncio.Runner) -> None:
+    """A typo'd word the graph does not hold: the error-correcting processor aligns it to the
+    graph's word and continues with the graph's words after it, not the best path from scratch."""
+    segment = UNSEEN[2]
+    [best] = runner.run(model.translate(segment, 1, SRC, TGT))
+    words = list(best.target_tokens)
+    assert len(words) >= 4
+    typo = words[1][:-1] + ("q" if words[1][-1] != "q" else "z") + words[1][-1]
+    prefix = f"{words[0]} {typo} "
+    results = runner.run(model.translate(segment, 2, SRC, TGT, prefix))
+    assert results
+    for result in results:
+        assert list(result.target_tokens[:2]) == [words[0], typo]
+        human = [engine_pb2.TRANSLATION_SOURCE_HUMAN]
+        assert [list(s.values) for s in result.sources[:2]] == [human, human]
+        count = len(result.target_tokens)
+        assert len(result.confidences) == len(result.sources) == count > 2
+        for pair in result.alignment:
+            assert 0 <= pair.source_index < len(best.source_tokens) and 0 <= pair.target_index < count
+        assert result.phrases[-1].target_segment_cut == count
+    assert list(results[0].target_tokens[2:4]) == words[2:4], "the graph's words after the corrected one"
+
+    [long] = runner.run(model.translate(LONG, 1, SRC, TGT, "Na kwa hivyo "))
+    assert list(long.target_tokens[:3]) == ["Na", "kwa", "hivyo"] and len(long.target_tokens) > 20
+
+
+def test_graphs_are_cached_per_segment_until_a_segment_is_trained(
+    node: InferenceNode, runner: asyncio.Runner
+) -> None:
+    cached = runner.run(node.models.get(ref(3)))
+    assert isinstance(cached, SmtModel)
+    segments = list(UNSEEN[10:13])
+    for segment in segments:
+        runner.run(cached.translate(segment, 1, SRC, TGT, "Na "))
+    runner.run(cached.word_graph(segments[0], SRC, TGT))
+    assert runner.run(cached.cached_segments()) == [segments[1], segments[2], segments[0]]
+    runner.run(cached.train_segment(UNSEEN[13], TARGETS[PAIRS + 13], True, 0))
+    assert runner.run(cached.cached_segments()) == []
+
+
 def paths(graph: engine_pb2.WordGraph) -> int:
     """How many paths lead from state 0 to a final state."""
     count = dict.fromkeys(graph.final_states, 1)
@@ -359,3 +401,52 @@ def test_a_load_whose_segments_cannot_be_fetched_fails(
     assert statuses[-1].state == node_pb2.MODEL_STATE_FAILED
     assert node.models.loaded() == []
     runner.run(node.models.close())
+
+
+def process_gone(pid: int) -> bool:
+    """Whether the process has exited (or is a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith(("Z", "X"))
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def test_a_model_whose_worker_died_is_dropped_and_reloaded_with_its_segments(
+    node: InferenceNode, runner: asyncio.Runner, segments_server: tuple[TrainSegments, int]
+) -> None:
+    servicer, _ = segments_server
+    publish_revision(node.models.store, manifest(4), node.models._folders[ref(1).location])
+    servicer.segments["models/e1/4"] = [
+        node_pb2.TrainSegmentOp(
+            source_segment=UNSEEN[0], target_segment=TARGETS[PAIRS], sentence_start=True, seq=21
+        )
+    ]
+    statuses: list[node_pb2.ModelStatus] = []
+    node.models.listeners.append(statuses.append)
+    first = runner.run(node.models.get(ref(4)))
+    assert isinstance(first, SmtModel)
+    pid = runner.run(first.worker_pid())
+    os.kill(pid, signal.SIGKILL)
+    while not process_gone(pid):
+        runner.run(asyncio.sleep(0.01))
+
+    item = node_pb2.WorkItem(
+        request_id="r1", model=ref(4), translate=node_pb2.TranslateOp(segment=UNSEEN[0], n=1)
+    )
+    failed = runner.run(node._execute(item))
+    assert failed.error.code == node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, failed
+    runner.run(asyncio.sleep(0))  # the drop the model's death scheduled
+    assert ref(4).location not in node.models.loaded()
+    assert [s.state for s in statuses][-1] == node_pb2.MODEL_STATE_UNLOADED
+    with pytest.raises(WorkerLost):
+        runner.run(first.translate(UNSEEN[0], 1, SRC, TGT))
+
+    answered = runner.run(
+        node._execute(node_pb2.WorkItem(request_id="r2", model=ref(4), translate=item.translate))
+    )
+    assert not answered.HasField("error"), answered
+    second = runner.run(node.models.get(ref(4)))
+    assert isinstance(second, SmtModel) and second is not first
+    assert second.applied_segments == {21}, "the reload replayed the engine's trained segments"
+    assert runner.run(second.worker_pid()) != pid
+    node.models.listeners.remove(statuses.append)

@@ -8,9 +8,11 @@ other model. Each loaded model therefore lives in a worker process of its own
 (`ProcessPoolExecutor` with one worker, spawned); the node awaits its answers. The decoder is not
 safe to share, so one model runs one operation at a time, in arrival order (`_lock`):
 translations, word graphs and train-segment never overlap, and a translate sent after a
-train-segment sees the trained pair. If the worker dies the model fails every later call (its
-trained segments would be lost): the node reports the failure rather than serving a model that
-silently forgot them.
+train-segment sees the trained pair. If the worker dies (killed, out of memory) the call fails
+with `WorkerLost` (the node answers "model unavailable"), the model is marked `lost` and tells its
+`lost_listeners`: the model manager drops it and announces it UNLOADED, and the next request loads
+the revision afresh, replaying the engine's trained segments, so no silently forgetful model is
+ever served.
 
 **Word graphs** come from Thot's decoder with the folder's search settings, then are pruned here:
 arcs whose best complete path scores more than `GRAPH_BEAM` below the best path are dropped, and
@@ -22,11 +24,20 @@ on the 1,001st. States are renumbered in topological order (Thot's are
 not), the initial state is 0, and every arc's alignment is local to its source range and its
 target tokens.
 
-**Prefix-constrained translation** searches that word graph for the best paths whose words begin
-with the typed prefix (case-insensitively; an unfinished last word matches any word it begins).
-The prefix's words come back as typed (source `Human`), the rest as the graph has them. When no
-path matches the whole prefix, the path matching its longest start is continued by the best path
-from where the match ended, with the unmatched typed words in between (unaligned).
+**Prefix-constrained translation** runs sil-machine's error-correcting word-graph processing
+(`ErrorCorrectionWordGraphProcessor`, guarded: `serval_common.word_graph_guard`) on the segment's
+word graph, as sil-machine's `InteractiveTranslator` does on a client: the typed words are aligned
+to the graph's paths with an edit-distance model, so a typed word the graph does not hold (a typo,
+a word of the translator's own) still leads to the graph's best continuation after it. Each result
+starts with the prefix's words as typed (source `Human`; a typed word the graph did not have gets
+confidence 1); an unfinished last word is completed when the graph's word begins with it. Where the
+processor yields nothing (an empty graph), the graph search of `complete_prefix` answers: its paths
+matching the prefix's words, else the longest match continued by the best path.
+
+**A graph cache.** A translator typing asks for the same segment again and again (a word graph,
+then a prefix translation at each word), so the worker keeps the last `GRAPH_CACHE_ENTRIES`
+segments' graphs, each with its processor (which corrects incrementally from the previous prefix).
+`train_segment` empties the cache: the model's graphs change.
 """
 
 from __future__ import annotations
@@ -37,13 +48,16 @@ import logging
 import math
 import multiprocessing
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from machine.translation import (
+    ErrorCorrectionModel,
     FuzzyEditDistanceWordAlignmentMethod,
     TranslationResult,
     TranslationSources,
@@ -54,7 +68,9 @@ from inference_gpu.families.base import Capability, InputTooLong, ServedModel
 from serval.translation.v1 import common_pb2, engine_pb2
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
+from serval_common.store import StoreError
 from serval_common.thot_smt import SmtFolder, capitalize_sentence_start, detokenizer, load_engine, tokenizer
+from serval_common.word_graph_guard import GuardedWordGraphProcessor, to_machine
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +82,15 @@ SCORE_CACHE_ENTRIES = 200_000
 """Memoised translation scores at most (then the memo starts afresh)."""
 NBEST_FACTOR = 3
 """n-best asks Thot for this many times n hypotheses: some differ only in segmentation."""
+GRAPH_CACHE_ENTRIES = 8
+"""Word graphs (with their error-correction processors) kept per model, most recent segments."""
+PREFIX_RESULTS_SEARCHED = 50
+"""A prefix translation reads at most this many of the processor's results to find n distinct."""
+
+
+class WorkerLost(StoreError):
+    """The model's worker process died. A `StoreError`, so the work item is answered "model
+    unavailable"; the manager reloads the revision for the next one."""
 
 
 def _sources(flags: Any) -> engine_pb2.TranslationSources:
@@ -384,6 +409,81 @@ def _path_result(
     )
 
 
+class _CachedGraph:
+    """A segment's word graph and, once a prefix was asked of it, its error-correction processor."""
+
+    def __init__(self, graph: engine_pb2.WordGraph) -> None:
+        self.graph = graph
+        self._processor: GuardedWordGraphProcessor | None = None
+
+    def processor(self, ecm: ErrorCorrectionModel, detok: Any) -> GuardedWordGraphProcessor:
+        if self._processor is None:
+            self._processor = GuardedWordGraphProcessor(
+                ecm, detok, to_machine(self.graph, TranslationSources.SMT)
+            )
+        return self._processor
+
+
+def prefix_result(
+    corrected: TranslationResult,
+    words: list[str],
+    finished: bool,
+    unknown: set[tuple[int, int]],
+    detok: Any,
+) -> engine_pb2.TranslationResult:
+    """Our result of one of the processor's corrected translations: the typed `words` exactly as
+    typed (an unfinished last word completed by the graph's word when that begins with it,
+    case-insensitively), source `Human`; the other words keep the graph's sources (none for an
+    unknown word: an arc over a source range in `unknown`), confidences and alignment. A result
+    that does not hold every typed word comes back empty."""
+    tokens = list(corrected.target_tokens)
+    if len(tokens) < len(words):
+        return engine_pb2.TranslationResult()
+    confidences = list(corrected.confidences)
+    for k, typed in enumerate(words):
+        token = tokens[k]
+        if finished or k < len(words) - 1:
+            tokens[k] = typed
+        elif not token.startswith(typed):
+            tokens[k] = typed + token[len(typed) :] if token.lower().startswith(typed.lower()) else typed
+        if confidences[k] < 0:
+            confidences[k] = 1.0
+    sources = [_HUMAN] * len(words)
+    cut = 0
+    for phrase in corrected.phrases:
+        span = (phrase.source_segment_range.start, phrase.source_segment_range.end)
+        for j in range(max(cut, len(words)), phrase.target_segment_cut):
+            sources.append(_NO_SOURCE if span in unknown else _sources(corrected.sources[j]))
+        cut = phrase.target_segment_cut
+    sources.extend(_sources(s) for s in corrected.sources[len(sources) :])
+    return engine_pb2.TranslationResult(
+        translation=detok.detokenize(tokens),
+        source_tokens=list(corrected.source_tokens),
+        target_tokens=tokens,
+        confidences=confidences,
+        sources=sources,
+        alignment=_pairs(corrected.alignment),
+        phrases=[
+            engine_pb2.Phrase(
+                source_segment_start=p.source_segment_range.start,
+                source_segment_end=p.source_segment_range.end,
+                target_segment_cut=p.target_segment_cut,
+            )
+            for p in corrected.phrases
+        ],
+    )
+
+
+def _split_word(result: engine_pb2.TranslationResult, words: list[str], finished: bool) -> bool:
+    """Whether the result leaves an unfinished last word as typed and follows it with a word that
+    begins with it ("… ver very …"): a worse spelling of the result that completes the word."""
+    if finished or not words or len(result.target_tokens) <= len(words):
+        return False
+    typed = words[-1].lower()
+    kept, following = result.target_tokens[len(words) - 1], result.target_tokens[len(words)]
+    return kept.lower() == typed and following.lower().startswith(typed)
+
+
 def split_prefix(prefix: str) -> tuple[list[str], bool]:
     """The typed prefix's words, and whether its last word is finished (a space follows it, or it
     is punctuation)."""
@@ -404,6 +504,8 @@ class SmtEngine:
         self.aligner = FuzzyEditDistanceWordAlignmentMethod()
         self.model.word_aligner = self.aligner  # the setter installs the model's own scorer…
         self.aligner.score_selector = self._select_score  # …replaced by the memoised one
+        self.ecm = ErrorCorrectionModel()
+        self._graphs: OrderedDict[str, _CachedGraph] = OrderedDict()
 
     def _check(self, segment: str) -> None:
         if not segment.strip():
@@ -416,8 +518,7 @@ class SmtEngine:
         self._check(segment)
         if prefix.strip():
             words, finished = split_prefix(prefix)
-            graph = self.graph(segment, sentence_start=False)
-            return [r.SerializeToString() for r in complete_prefix(graph, words, finished, n)]
+            return [r.SerializeToString() for r in self.translate_prefix(segment, words, finished, n)]
         if n == 1:
             return [result_proto(self.model.translate(segment), True, self.detok).SerializeToString()]
         results: list[bytes] = []
@@ -431,6 +532,43 @@ class SmtEngine:
             if len(results) == n:
                 break
         return results
+
+    def cached(self, segment: str) -> _CachedGraph:
+        """The segment's word graph, from the cache or made now (and cached)."""
+        entry = self._graphs.get(segment)
+        if entry is not None:
+            self._graphs.move_to_end(segment)
+            return entry
+        entry = _CachedGraph(self.graph(segment))
+        self._graphs[segment] = entry
+        while len(self._graphs) > GRAPH_CACHE_ENTRIES:
+            self._graphs.popitem(last=False)
+        return entry
+
+    def translate_prefix(
+        self, segment: str, words: list[str], finished: bool, n: int
+    ) -> list[engine_pb2.TranslationResult]:
+        """Up to n distinct translations starting with the typed `words`, best first, from the
+        error-correcting processor on the segment's graph (see the module docstring)."""
+        entry = self.cached(segment)
+        processor = entry.processor(self.ecm, self.detok)
+        processor.correct(words, finished)
+        unknown = {
+            (a.source_segment_start, a.source_segment_end)
+            for a in entry.graph.arcs
+            if not any(s.values for s in a.sources)
+        }
+        results: list[engine_pb2.TranslationResult] = []
+        seen: set[tuple[str, ...]] = set()
+        for searched, corrected in enumerate(processor.get_results(), 1):
+            result = prefix_result(corrected, words, finished, unknown, self.detok)
+            key = tuple(t.lower() for t in result.target_tokens)
+            if result.target_tokens and key not in seen and not _split_word(result, words, finished):
+                seen.add(key)
+                results.append(result)
+            if len(results) == n or searched >= PREFIX_RESULTS_SEARCHED:
+                break
+        return results or complete_prefix(entry.graph, words, finished, n)
 
     def raw_graph(self, normalized: list[str]) -> RawGraph:
         from machine.translation.thot.thot_utils import to_sentence, unescape_token
@@ -519,13 +657,18 @@ class SmtEngine:
 
     def word_graph(self, segment: str) -> bytes:
         self._check(segment)
-        return self.graph(segment).SerializeToString()
+        return self.cached(segment).graph.SerializeToString()
 
     def train_segment(self, source: str, target: str, sentence_start: bool) -> None:
         if not source.strip() or not target.strip():
             raise ValueError("both segments of a pair to train must hold words")
+        self._graphs.clear()
         self.model.train_segment(source, target, sentence_start)
         self._scores.clear()
+
+    def cached_segments(self) -> list[str]:
+        """The segments whose graphs the cache holds, least recent first."""
+        return list(self._graphs)
 
     def close(self) -> None:
         self.model.close()
@@ -574,6 +717,9 @@ class SmtModel(ServedModel):
     _pending: int = 0
     _applied: set[int] = field(default_factory=set)
     _closed: bool = False
+    lost: bool = False
+    """The worker process died: the model answers nothing more (see the module docstring)."""
+    lost_listeners: list[Callable[[], None]] = field(default_factory=list)
 
     @classmethod
     def load(
@@ -607,14 +753,44 @@ class SmtModel(ServedModel):
         return frozenset(self._applied)
 
     async def _call(self, method: str, *args: Any) -> Any:
+        if self.lost:
+            raise WorkerLost(f"the worker process of model {self.manifest.engine_id} died")
         if self._closed:
             raise RuntimeError("the model is closed")
         self._pending += 1
         try:
             async with self._lock:
-                return await asyncio.wrap_future(self.worker.submit(_worker_call, method, *args))
+                return await self._run(_worker_call, method, *args)
         finally:
             self._pending -= 1
+
+    async def _run(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`function(*args)` in the worker process; its death marks the model lost."""
+        if self.lost:
+            raise WorkerLost(f"the worker process of model {self.manifest.engine_id} died")
+        try:
+            return await asyncio.wrap_future(self.worker.submit(function, *args))
+        except BrokenProcessPool as exc:
+            first = not self.lost
+            self.lost = True
+            if first:
+                log.error(
+                    "smt model worker process died",
+                    extra={"engine_id": self.manifest.engine_id, "revision": self.manifest.revision},
+                )
+                for listener in self.lost_listeners:
+                    listener()
+            raise WorkerLost(f"the worker process of model {self.manifest.engine_id} died") from exc
+
+    async def cached_segments(self) -> list[str]:
+        """The segments whose word graphs the worker's cache holds, least recently used first."""
+        segments: list[str] = await self._call("cached_segments")
+        return segments
+
+    async def worker_pid(self) -> int:
+        """The process id of the model's worker."""
+        pid: int = await self._run(os.getpid)
+        return pid
 
     async def translate(
         self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
@@ -637,9 +813,7 @@ class SmtModel(ServedModel):
             async with self._lock:
                 if seq and seq in self._applied:
                     return
-                await asyncio.wrap_future(
-                    self.worker.submit(_worker_call, "train_segment", source, target, sentence_start)
-                )
+                await self._run(_worker_call, "train_segment", source, target, sentence_start)
                 if seq:
                     self._applied.add(seq)
         finally:
