@@ -18,9 +18,8 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from machine.annotations import Range
 from machine.tokenization import LatinWordDetokenizer, LatinWordTokenizer
 from machine.tokenization.detokenizer import Detokenizer
@@ -35,6 +34,9 @@ from machine.translation import (
     WordAlignmentMatrix,
     WordGraph,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 from serval_common.word_graph_guard import (
     MAX_RESULTS,
@@ -130,6 +132,8 @@ class ServalInteractiveEngine(InteractiveTranslationEngine):
         timeout_s: float = 120,
         client: httpx.Client | None = None,
     ) -> None:
+        import httpx  # the `api` extra's; the node image ships serval_cli without it
+
         self.engine_id = engine_id
         self._client = client or httpx.Client(
             base_url=f"{base_url.rstrip('/')}/api/v1/translation/engines/",
