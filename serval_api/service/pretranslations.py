@@ -314,7 +314,7 @@ async def list_pretranslations(
         engine = await owned_engine(s, caller, engine_id)
         projects = await _corpus_projects(s, caller, engine_id, corpus_id, engine_corpus=engine_corpus)
         _require_built(engine)
-        return await _current_rows(s, engine, projects.corpus_id, text_id)
+        return await current_rows(s, Pretranslation, engine, projects.corpus_id, text_id)
 
 
 async def usfm(
@@ -351,7 +351,7 @@ async def usfm(
                 f"corpus {projects.corpus_id}: template Source needs a source Paratext project; "
                 "its source has none (ask for template Target or Auto)"
             )
-        rows = await _current_rows(s, engine, projects.corpus_id, text_id)
+        rows = await current_rows(s, Pretranslation, engine, projects.corpus_id, text_id)
         convention = (
             await _target_convention(s, engine, projects.corpus_id)
             if options.quotation_marks == QuotationMarkBehavior.DENORMALIZED
@@ -428,22 +428,27 @@ async def _paratext_keys(s: AsyncSession, caller: Caller, file_ids: Sequence[str
     return keys
 
 
-async def _current_rows(
-    s: AsyncSession, engine: Engine, corpus_id: str, text_id: str | None
-) -> list[Pretranslation]:
+Row = TypeVar("Row", Pretranslation, WordAlignment)
+
+
+async def current_rows(
+    s: AsyncSession, table: type[Row], engine: Engine, corpus_id: str, text_id: str | None
+) -> list[Row]:
+    """The rows (pretranslations or word alignments) a completed build of the engine's current
+    model revision streamed for one corpus, in the order the job sent them."""
     query = (
-        select(Pretranslation)
-        .join(Build, Build.id == Pretranslation.build_id)
+        select(table)
+        .join(Build, Build.id == table.build_id)
         .where(
-            Pretranslation.engine_id == engine.id,
-            Pretranslation.model_revision == engine.model_revision,
-            Pretranslation.corpus_id == corpus_id,
+            table.engine_id == engine.id,
+            table.model_revision == engine.model_revision,
+            table.corpus_id == corpus_id,
             Build.state == BuildState.COMPLETED.value,
         )
-        .order_by(Pretranslation.id)
+        .order_by(table.id)
     )
     if text_id is not None:
-        query = query.where(Pretranslation.text_id == text_id)
+        query = query.where(table.text_id == text_id)
     return list((await s.scalars(query)).all())
 
 

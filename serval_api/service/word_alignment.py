@@ -16,11 +16,9 @@ from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-
 from serval.word_alignment.v1 import engine_pb2
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, WordAlignment
+from serval_api.db.models import WordAlignment
 from serval_api.errors import InvalidArgument, NotBuilt, NotFound
 from serval_api.routing.work import AlignWork, ModelKey, Served
 from serval_api.service import limits, pretranslations
@@ -88,20 +86,7 @@ async def list_word_alignments(
         await owned_parallel_corpus(s, caller, engine_id, corpus_id, WORD_ALIGNMENT_TYPES)
         if engine.model_revision == 0:
             raise NotBuilt(f"engine {engine.id} has no completed build, so no word alignments")
-        query = (
-            select(WordAlignment)
-            .join(Build, Build.id == WordAlignment.build_id)
-            .where(
-                WordAlignment.engine_id == engine.id,
-                WordAlignment.model_revision == engine.model_revision,
-                WordAlignment.corpus_id == corpus_id,
-                Build.state == BuildState.COMPLETED.value,
-            )
-            .order_by(WordAlignment.id)
-        )
-        if text_id is not None:
-            query = query.where(WordAlignment.text_id == text_id)
-        return list((await s.scalars(query)).all())
+        return await pretranslations.current_rows(s, WordAlignment, engine, corpus_id, text_id)
 
 
 async def insert(services: Services, token: str | None, rows: AsyncIterable[WordAlignmentRow]) -> int:
