@@ -13,20 +13,57 @@ from tests.helpers import TEST_DATABASE_URL, free_port, fresh_database, verse_pa
 DATABASE_FIXTURES = frozenset({"database_url", "e2e_database_url"})
 
 
+SPLIT_PASSES = "SERVAL_TEST_SPLIT_PASSES"
+"""Set by `make test`, which runs the SQLite pass and the PostgreSQL pass side by side."""
+
+POSTGRES_PASS_MODULES = frozenset(
+    {
+        "test_finetune.py",
+        "test_smt_model.py",
+        "test_smt_tuning.py",
+        "test_alignment_job.py",
+        "test_alignment_node.py",
+        "test_interactive_client.py",
+        "test_dockerfiles.py",
+    }
+)
+"""Slow modules that use no database: under `make test` the PostgreSQL pass runs them instead of
+the SQLite pass, so the two passes, running side by side, end at about the same time."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The PostgreSQL pass of `make test` (SERVAL_TEST_DATABASE_URL set) runs only the tests that
     use a database (through a database fixture, or marked `database`) and are not marked
-    `sqlite_pass_only`; the others ran on the SQLite pass and would run the same again."""
+    `sqlite_pass_only`; the others ran on the SQLite pass and would run the same again. Under
+    `make test`, the modules of `POSTGRES_PASS_MODULES` run on the PostgreSQL pass only."""
+    split = bool(os.environ.get(SPLIT_PASSES))
     if not os.environ.get(TEST_DATABASE_URL):
+        if split:
+            _keep(config, items, [item for item in items if not _balanced(item)])
         return
-    keep = [
-        item
-        for item in items
-        if not item.get_closest_marker("sqlite_pass_only")
-        and (
-            item.get_closest_marker("database") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
-        )
-    ]
+    _keep(
+        config,
+        items,
+        [
+            item
+            for item in items
+            if (split and _balanced(item))
+            or (
+                not item.get_closest_marker("sqlite_pass_only")
+                and (
+                    item.get_closest_marker("database")
+                    or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+                )
+            )
+        ],
+    )
+
+
+def _balanced(item: pytest.Item) -> bool:
+    return item.path.name in POSTGRES_PASS_MODULES and item.path.parent.name == "tests"
+
+
+def _keep(config: pytest.Config, items: list[pytest.Item], keep: list[pytest.Item]) -> None:
     dropped = [item for item in items if item not in keep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)

@@ -474,7 +474,7 @@ class Expectation:
     reason: str
 
 
-ENGINE_TYPES = ("echo", "nmt", "statistical")
+ENGINE_TYPES = ("echo", "nmt", "smt-transfer", "statistical")
 
 ENGINE_EXPECTATIONS: dict[tuple[str, str], Expectation] = {
     ("echo", f"{_E}.GetModelDownloadUrl"): Expectation(
