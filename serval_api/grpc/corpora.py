@@ -10,12 +10,14 @@ inference=WORD_ALIGN_ON)` turns them into `WordAlignEntry`s."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from serval.translation.v1 import engine_pb2
 from serval.word_alignment.v1 import engine_pb2 as word_alignment_pb2
+from serval_api.errors import InvalidArgument
 from serval_api.service import limits
 from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry, WordAlignEntry
 from serval_api.service.corpus_export import CorpusFileSource, MonolingualSource, ParallelSource
@@ -158,3 +160,18 @@ def _monolingual(field: str, corpus: MonolingualCorpus, max_items: int, inferenc
             for f in corpus.files
         ),
     )
+
+
+def options_object(text: str) -> dict[str, Any] | None:
+    """A StartBuild request's `options` JSON text as an object (None when blank); 400 otherwise."""
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgument(f"options: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise InvalidArgument("options: nested too deeply") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument("options: expected a JSON object")
+    return value

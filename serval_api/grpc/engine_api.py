@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from google.protobuf import empty_pb2
 from grpc.aio import ServicerContext as Context
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
-from serval_api.errors import InvalidArgument, NotFound, ServalError
+from serval_api.errors import NotFound, ServalError
 from serval_api.grpc.calls import caller_of, run_call, served_by
-from serval_api.grpc.corpora import build_request
+from serval_api.grpc.corpora import build_request, options_object
 from serval_api.service import Services, builds, downloads, engines, status, translation
 
 
@@ -127,7 +125,7 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
                 caller,
                 request.engine_id,
                 build_id=request.build_id or None,
-                options=_options(request.options) if request.HasField("options") else None,
+                options=options_object(request.options) if request.HasField("options") else None,
                 train_on=None if carried is None else carried.train_on,
                 pretranslate=None if carried is None else carried.pretranslate,
                 catalog=None if carried is None else carried.catalog,
@@ -205,17 +203,3 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
             return engine_pb2.GetLanguageInfoResponse(internal_code=info.code, is_native=info.is_native)
 
         return await run_call(context, call)
-
-
-def _options(text: str) -> dict[str, Any] | None:
-    if not text.strip():
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidArgument(f"options: not valid JSON ({e.msg})") from None
-    except RecursionError:
-        raise InvalidArgument("options: nested too deeply") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument("options: expected a JSON object")
-    return value

@@ -10,8 +10,7 @@ from grpc.aio import ServicerContext as Context
 from serval.word_alignment.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.errors import NotFound
 from serval_api.grpc.calls import caller_of, run_call, served_by
-from serval_api.grpc.corpora import WORD_ALIGN_ON, build_request
-from serval_api.grpc.engine_api import _options as build_options
+from serval_api.grpc.corpora import WORD_ALIGN_ON, build_request, options_object
 from serval_api.service import Services, builds, engines, status, word_alignment
 from serval_api.service.engines import WORD_ALIGNMENT_TYPES
 
@@ -71,7 +70,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
                 caller,
                 request.engine_id,
                 build_id=request.build_id or None,
-                options=build_options(request.options) if request.HasField("options") else None,
+                options=options_object(request.options) if request.HasField("options") else None,
                 train_on=None if carried is None else carried.train_on,
                 word_align_on=None if carried is None else carried.word_align_on,
                 catalog=None if carried is None else carried.catalog,
