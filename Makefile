@@ -21,6 +21,7 @@ demo: $(VENV)/.installed
 # SERVAL_TEST_SPLIT_PASSES moves a few slow database-free modules to the PostgreSQL pass (tests/conftest.py),
 # unless SERVAL_TEST_POSTGRES=skip leaves that pass out.
 test: lint
+	@scripts/system-packages.sh
 	@mkdir -p .serval
 	@export SERVAL_TEST_SPLIT_PASSES=$$([ "$${SERVAL_TEST_POSTGRES:-}" = skip ] || echo 1); \
 	scripts/postgres.sh run $(BIN)/python -m pytest -q -p no:cacheprovider >.serval/postgres-pass.log 2>&1 & pg=$$!; \

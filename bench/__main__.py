@@ -13,18 +13,20 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import baselines, lifecycle
-from bench.clients import GrpcClient, Outcome, RestClient, closed_loop
+from bench import baselines, lifecycle, pinning, shared_weights
+from bench.clients import GrpcClient, Outcome, RestClient, SilConvertersClient, closed_loop
 from bench.profiling import Profiler
-from bench.report import Measurement, print_lifecycle, print_table, write_json
+from bench.report import Measurement, print_lifecycle, print_shared_weights, print_table, write_json
 from bench.system import NodeFigures, System, running_system
-from bench.workload import Workload, verses
+from bench.workload import SOURCE_CODE, TARGET_CODE, Workload, verses
 from serval_common.manifest import TRAINING_CHECKPOINT, fetch_folder
 from serval_common.settings import NodeSettings, Settings
 from serval_common.store import store_from_settings
 
 console = Console(stderr=True)
 SWAP_CLIENTS = 8
+TEXT_ONLY = "SIL Converters (text only)"
+"""The full path of a dialect that reads the translation only: no confidences, no alignment."""
 MEMORY_EXTRA_MODELS = 2
 
 
@@ -48,6 +50,29 @@ PLANS = {
         max_decoding_length=40,
     ),
 }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cores:
+    """Where each part runs (`--pin`); None: wherever the kernel puts it."""
+
+    baseline: set[int] | None = None
+    node: set[int] | None = None
+    api: set[int] | None = None
+    clients: set[int] | None = None
+
+    @classmethod
+    def pinned(cls) -> Cores:
+        if not pinning.available():
+            raise SystemExit("--pin needs Linux and at least two cores")
+        node, service = {pinning.NODE_CORE}, {pinning.SERVICE_CORE}
+        return cls(baseline=node, node=node, api=service, clients=service)
+
+    def pin(self, system: System) -> None:
+        if self.node is not None:
+            pinning.pin(system.node.pid, self.node)
+        if self.api is not None:
+            pinning.pin(system.api.pid, self.api)
 
 
 def ensure_model(key: str, settings: Settings) -> None:
@@ -86,34 +111,51 @@ def run_model(
     console.rule(
         f"{plan.name}: {len(workload.sentences)} verses, beam {node.beam_size}, intra_threads {node.intra_threads}"
     )
-    first_direct = baselines.direct(workload)
-    record(baselines.direct_with_confidences(workload))
-    record(baselines.naive(workload, plan.naive_requests))
-    record(baselines.naive_with_confidences(workload, plan.naive_requests))
-    if not args.no_transformers:
-        record(
-            baselines.transformers_generate(
-                workload, str(folder / TRAINING_CHECKPOINT), plan.transformers_requests
+    cores = Cores.pinned() if args.pin else Cores()
+    with pinning.this_process_on(cores.baseline):
+        first_direct = baselines.direct(workload)
+        record(baselines.direct_with_confidences(workload))
+        record(baselines.naive(workload, plan.naive_requests))
+        record(baselines.naive_with_confidences(workload, plan.naive_requests))
+        if not args.no_transformers:
+            record(
+                baselines.transformers_generate(
+                    workload, str(folder / TRAINING_CHECKPOINT), plan.transformers_requests
+                )
             )
-        )
     models: dict[str, Any] = {}
     with running_system(tmp / f"home-{key}", settings.resolved_store_url, node, dict(args.env)) as system:
+        cores.pin(system)
         base_rss = system.node_rss_bytes()
         engine_id = system.create_engine(plan.name)
-        for transport in ("gRPC", "REST"):
+        text_key = system.bound_key(engine_id)
+        for transport in ("gRPC", "REST", TEXT_ONLY):
             for clients in args.clients:
-                count = plan.single_requests if clients == 1 else len(workload.sentences)
+                count = min(
+                    plan.single_requests if clients == 1 else len(workload.sentences), len(workload.sentences)
+                )
                 profile = args.profile if transport == "gRPC" and clients == max(args.clients) else None
-                record(full_path(system, engine_id, workload, transport, clients, count, profile))
-        console.print("  hot swap under load")
-        models["hot_swap"] = lifecycle.hot_swap(system, engine_id, plan.name, workload, SWAP_CLIENTS)
+                with pinning.this_process_on(cores.clients):
+                    record(
+                        full_path(system, engine_id, workload, transport, clients, count, profile, text_key)
+                    )
+        console.print(f"  {', '.join(map(str, args.engines))} engines on one base model")
+        with pinning.this_process_on(cores.clients):
+            models["shared_weights"] = shared_weights.k_engines(
+                system, plan.name, engine_id, workload, args.engines, args.shared_clients
+            )
+        copies = [
+            lifecycle.distinct_base_model(store, folder, plan.name, f"copy{i}")
+            for i in range(1 + MEMORY_EXTRA_MODELS)
+        ]
+        console.print("  hot swap under load (to a copy of the weights: a fetch and a load)")
+        models["hot_swap"] = lifecycle.hot_swap(system, engine_id, copies[0], workload, SWAP_CLIENTS)
         console.print("  node memory")
-        models["memory"] = lifecycle.memory(
-            system, base_rss, engine_id, plan.name, folder, MEMORY_EXTRA_MODELS
-        )
+        models["memory"] = lifecycle.memory(system, base_rss, copies[1:], folder)
     console.print("  cold load from S3 (moto)")
     models["cold_load_s3"] = lifecycle.cold_load_from_s3(workload, store, prefix, tmp / f"s3-{key}")
-    last_direct = baselines.direct(workload)
+    with pinning.this_process_on(cores.baseline):
+        last_direct = baselines.direct(workload)
     direct = replace(
         first_direct,
         scenario="direct (translate_batch, all verses; mean of a run before and after)",
@@ -133,13 +175,16 @@ def full_path(
     clients: int,
     count: int,
     profile_dir: Path | None,
+    text_key: str | None = None,
 ) -> Measurement:
     async def run() -> tuple[Outcome, NodeFigures, dict[str, float]]:
-        client: GrpcClient | RestClient = (
-            GrpcClient(system.grpc_target, system.api_key, engine_id)
-            if transport == "gRPC"
-            else RestClient(system.rest_url, system.api_key, engine_id, clients)
-        )
+        client: GrpcClient | RestClient | SilConvertersClient
+        if transport == "gRPC":
+            client = GrpcClient(system.grpc_target, system.api_key, engine_id)
+        elif transport == TEXT_ONLY:
+            client = SilConvertersClient(system.rest_url, text_key or "", clients, SOURCE_CODE, TARGET_CODE)
+        else:
+            client = RestClient(system.rest_url, system.api_key, engine_id, clients)
         await client.send(workload.sentences[0])
         before = system.node_figures()
         cpu_before = system.cpu_seconds()
@@ -194,6 +239,21 @@ def main() -> None:
     )
     parser.add_argument("--no-transformers", action="store_true", help="skip the Hugging Face baseline")
     parser.add_argument(
+        "--engines",
+        type=int,
+        nargs="+",
+        default=[1, 10, 100],
+        help="the K of the scenario 'K engines on one base model' (inference-only engines)",
+    )
+    parser.add_argument(
+        "--shared-clients", type=int, default=32, help="closed-loop clients of the K-engines scenario"
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the node on core 0, the API service and the clients on core 1, each baseline on core 0",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         help="py-spy the API service and node at the most gRPC clients, into this folder",
@@ -211,7 +271,9 @@ def main() -> None:
     out = Console(width=220)
     print_table(rows, out)
     print_lifecycle(models, out)
+    print_shared_weights(models, out)
     extra = {
+        "pinned": args.pin,
         "intra_threads": args.intra_threads,
         "clients": args.clients,
         "wall_s": time.monotonic() - started,

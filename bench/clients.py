@@ -51,15 +51,20 @@ async def closed_loop(send: Send, sentences: list[str], clients: int) -> Outcome
 
 
 class GrpcClient:
-    def __init__(self, target: str, api_key: str, engine_id: str) -> None:
+    """Requests go to `engine_id`, or to each of a list of engines in turn."""
+
+    def __init__(self, target: str, api_key: str, engine_id: str | list[str]) -> None:
         self._channel = grpc.aio.insecure_channel(target)
         self._stub = engine_pb2_grpc.TranslationEngineApiStub(self._channel)
         self._metadata = (("x-api-key", api_key),)
-        self._engine_id = engine_id
+        self._engines = [engine_id] if isinstance(engine_id, str) else engine_id
+        self._sent = 0
 
     async def send(self, segment: str) -> str:
+        engine_id = self._engines[self._sent % len(self._engines)]
+        self._sent += 1
         reply = await self._stub.Translate(
-            engine_pb2.TranslateRequest(engine_type="Nmt", engine_id=self._engine_id, segment=segment, n=1),
+            engine_pb2.TranslateRequest(engine_type="Nmt", engine_id=engine_id, segment=segment, n=1),
             metadata=self._metadata,
             timeout=600,
         )
@@ -95,6 +100,35 @@ class RestClient:
                 raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:200]}")
             self.revisions.append((time.monotonic(), int(response.headers["x-model-revision"])))
             return str((await response.json())["translation"])
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+class SilConvertersClient:
+    """SIL Converters' NLLB Translator dialect (`POST /api/v1/translate/`), which reads the text
+    only: the node skips the confidences' scoring pass and the attention for it."""
+
+    def __init__(self, base_url: str, api_key: str, clients: int, source: str, target: str) -> None:
+        self._base_url = base_url
+        self._headers = {"Authorization": f"SIL-NLLB-Auth-Key {api_key}"}
+        self._clients = clients
+        self._pair = {"sourceLanguage": source, "targetLanguage": target}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def send(self, segment: str) -> str:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                self._base_url,
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(limit=self._clients),
+                timeout=aiohttp.ClientTimeout(total=600),
+            )
+        async with self._session.post("/api/v1/translate/", json={**self._pair, "text": segment}) as response:
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:200]}")
+            return str((await response.json())["translatedText"])
 
     async def close(self) -> None:
         if self._session is not None:

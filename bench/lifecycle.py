@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,19 +20,36 @@ from bench.system import System
 from bench.workload import Workload
 from inference_gpu.families.nmt import NmtModel
 from serval_cli.processes import free_port
-from serval_common.manifest import TRAINING_CHECKPOINT, fetch_folder, publish_folder
+from serval_common.manifest import MANIFEST, TRAINING_CHECKPOINT, fetch_folder, publish_folder, read_manifest
 from serval_common.settings import Settings, StoreSettings
 from serval_common.store import ModelStore, store_from_settings
 
 MB = 1024 * 1024
 
 
+def distinct_base_model(store: ModelStore, folder: Path, base_model: str, tag: str) -> str:
+    """Publish a copy of the base model in `folder` (its CTranslate2 files, one file more) as
+    `base-models/{base_model}-{tag}`: the same model with a weights identity of its own, as a
+    fine-tune's would be, so a node loads it beside the original instead of sharing it."""
+    name = f"{base_model}-{tag}"
+    if store.exists(f"base-models/{name}/{MANIFEST}"):
+        return name
+    with tempfile.TemporaryDirectory(prefix="serval-bench-copy-") as tmp:
+        copy = Path(tmp) / name
+        shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(TRAINING_CHECKPOINT))
+        (copy / "weights-copy.txt").write_text(f"{name}\n", encoding="utf-8")
+        manifest = read_manifest(store, f"base-models/{base_model}")
+        publish_folder(store, f"base-models/{name}", copy, manifest.model_copy(update={"name": name}))
+    return name
+
+
 def hot_swap(
     system: System, engine_id: str, base_model: str, workload: Workload, clients: int
 ) -> dict[str, Any]:
-    """Keep `clients` REST callers busy, publish a new revision (an inference-only build), and time
-    the build's completion to the node holding the new revision ready (polled on the admin API
-    every 10 ms), which is when requests start going to it, and to its first answer
+    """Keep `clients` REST callers busy, publish a new revision (an inference-only build of
+    `base_model`, which must be weights the node does not hold: a swap to weights it holds needs no
+    load), and time the build's completion to the node holding the new revision ready (polled on
+    the admin API every 10 ms), which is when requests start going to it, and to its first answer
     (`X-Model-Revision`), which adds that request's own translation time. The node's fetch and
     load times come from its metrics; every failed request is counted."""
 
@@ -88,17 +107,18 @@ def model_bytes(folder: Path) -> int:
     )  # fmt: skip
 
 
-def memory(
-    system: System, base_rss: int, engine_id: str, base_model: str, folder: Path, extra: int
-) -> dict[str, Any]:
+def memory(system: System, base_rss: int, base_models: list[str], folder: Path) -> dict[str, Any]:
     """The node's resident memory against the models it holds. After serving (so one batch's
-    working memory is in use), `extra` more engines on the same base model are loaded, each its own
-    copy of the weights; the growth per model byte is what holding models costs, and what one model
-    cost beyond it is the fixed base: the process itself and the batch workspace."""
+    working memory is in use), one engine on each of `base_models` is loaded, each a copy of the
+    weights with an identity of its own (`distinct_base_model`); the growth per model byte is what
+    holding models costs, and what one model cost beyond it is the fixed base: the process itself
+    and the batch workspace. (Engines on the same weights cost nothing more: the shared-weights
+    scenario.)"""
     size = model_bytes(folder)
     serving = system.node_rss_bytes()
-    for _ in range(extra):
-        system.preload(system.create_engine(base_model))
+    extra = len(base_models)
+    for name in base_models:
+        system.preload(system.create_engine(name))
     loaded = system.node_rss_bytes()
     per_model_byte = (loaded - serving) / (extra * size)
     return {

@@ -138,3 +138,28 @@ def print_lifecycle(models: dict[str, dict[str, Any]], console: Console) -> None
 
 def _s(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
+
+
+def print_shared_weights(models: dict[str, dict[str, Any]], console: Console) -> None:
+    """The K-engines scenario, one row per model and K."""
+    table = Table(title="K engines on one base model: the same clients spread over K engines, same run")
+    columns = (
+        "model", "engines", "clients", "sent/s", "tok/s", "vs one engine", "batch", "engines/batch",
+        "node RSS MB", "new engine's first request ms", "warm request ms", "loads",
+    )  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for name, figures in models.items():
+        shared = figures.get("shared_weights")
+        if not shared:
+            continue
+        for row in shared["rows"]:
+            first, warm = row["new_engine_first_request_s"], row["warm_request_s"]
+            table.add_row(
+                name, str(row["engines"]), str(shared["clients"]), f"{row['sentences_per_s']:.1f}",
+                f"{row['tokens_per_s']:.0f}", f"{row['vs_one_engine']:.2f}×", f"{row['mean_batch']:.1f}",
+                f"{row['engines_per_batch']:.1f}", f"{row['node_rss_mb']:.0f}",
+                "" if first is None else f"{1000 * first:.1f}", "" if warm is None else f"{1000 * warm:.1f}",
+                "" if row["loads_for_new_engine"] is None else f"{row['loads_for_new_engine']:.0f}",
+            )  # fmt: skip
+    console.print(table)

@@ -25,12 +25,16 @@ from serval_cli.bootstrap import create_credentials
 from serval_common.settings import NodeSettings, Settings, StoreSettings
 
 BUILD_TIMEOUT_S = 600
+OWNER = "bench"
+"""The owner of the bench's API key and engines."""
 REQUEST_TIMEOUT_S = 600
 
 
 _FIGURES = {
     "batches": "serval_node_batch_size_count",
     "batched_requests": "serval_node_batch_size_sum",
+    "batch_engines": "serval_node_batch_engines_sum",
+    "loads": "serval_node_model_load_seconds_count",
     "target_tokens": "serval_node_target_tokens_total",
     "fetch_s": "serval_node_model_fetch_seconds_sum",
     "load_s": "serval_node_model_load_seconds_sum",
@@ -43,6 +47,10 @@ class NodeFigures:
 
     batches: float
     batched_requests: float
+    batch_engines: float
+    """Distinct engines summed over batches."""
+    loads: float
+    """Sets of weights fetched and loaded."""
     target_tokens: float
     fetch_s: float
     load_s: float
@@ -98,6 +106,17 @@ class System:
         engine = self.rest.expect(200, "GET", f"/api/v1/translation/engines/{engine_id}")
         self.wait_until_ready(engine_id, int(engine["modelRevision"]))
 
+    def bound_key(self, engine_id: str) -> str:
+        """An API key of the bench's owner bound to `engine_id`: the SIL Converters and LibreTranslate
+        dialects translate with that engine."""
+        created = self.admin.expect(
+            201,
+            "POST",
+            "/api/v1/admin/api-keys",
+            {"owner": OWNER, "scopes": ["read:engines"], "engineId": engine_id},
+        )
+        return str(created["key"])
+
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time (user + system) each process has used so far: this one (the clients), the API
         service and the node."""
@@ -144,7 +163,7 @@ def running_system(
 ) -> Iterator[System]:
     """Start the API service and a node with `node`'s decoding, batching and thread settings."""
     settings = Settings(home=home, store=StoreSettings(url=store_url))
-    api_key, node_token = create_credentials(settings, "bench")
+    api_key, node_token = create_credentials(settings, OWNER)
     _, admin_key = with_db(
         home, settings.resolved_database_url, lambda db: create_api_key(db, "bench-admin", (ADMIN,))
     )

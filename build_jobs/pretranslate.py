@@ -15,8 +15,8 @@ from typing import Any
 
 from build_jobs.evaluate import NllbTranslator
 from build_jobs.finetune import Canceled
-from build_jobs.publish import revision_prefix
 from serval_common.manifest import fetch_folder
+from serval_common.model_revision import ModelRevision
 from serval_common.store import ModelStore
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def pretranslate_revision(
     points at the base model's weights)."""
     return pretranslate_stored_model(
         store,
-        revision_prefix(engine_id, revision),
+        ModelRevision(engine_id, revision).checked_location(),
         build_id=build_id,
         source_code=source_code,
         target_code=target_code,

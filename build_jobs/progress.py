@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from build_jobs.finetune import Canceled
 from build_jobs.report import Phase, PlatformReporter, Stage
 
 if TYPE_CHECKING:
@@ -30,6 +31,12 @@ class BuildProgress:
     def should_cancel(self) -> bool:
         """SIGTERM from the launcher, or the ClearML task stopped from its web app."""
         return self._canceled.is_set() or (self.task is not None and self.task.stopped())
+
+    def check_cancel(self) -> None:
+        """Raise `Canceled` when the build was asked to stop: every family's job calls this between
+        steps and between uploaded files."""
+        if self.should_cancel():
+            raise Canceled("the build was canceled")
 
     def update(self, fraction: float, message: str) -> None:
         step = self._phases[-1].step if self._phases else 0

@@ -20,8 +20,8 @@ from serval_common.manifest import (
     describe_files,
     read_manifest,
     remove_revision,
-    revision_prefix,
 )
+from serval_common.model_revision import ModelRevision
 from serval_common.store import ModelStore
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "publish_inference_only",
     "publish_model_folder",
     "publish_revision",
-    "revision_prefix",
 ]
 
 log = logging.getLogger(__name__)
@@ -124,7 +123,7 @@ def publish_revision(
     `check` raising) removes the files uploaded so far before it propagates."""
     if manifest.engine_id is None or manifest.revision is None or manifest.build_id is None:
         raise ManifestError("a model revision's manifest names its engine, revision and build")
-    prefix = revision_prefix(manifest.engine_id, manifest.revision)
+    prefix = ModelRevision(manifest.engine_id, manifest.revision).checked_location()
     existing = store.list_keys(prefix)
     if existing:
         raise RevisionExists(

@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from serval_common.aio import wait_changed
+
 Req = TypeVar("Req", bound="Keyed")
 Res = TypeVar("Res")
 
@@ -50,12 +52,17 @@ class BatchStats:
 
 
 WAIT_FRACTION = 0.05
+COMPANY_MIN = 0.05
+"""Below this share of waits that gained a second request, requests stop waiting for company."""
+COMPANY_PROBE_EVERY = 16
+"""While they do not wait, every this-many-th lone request waits anyway, to notice company returning."""
 MIN_WAIT_S = 0.001
 """Shorter waits are not worth it: the event loop's timers (epoll) wake in whole milliseconds, so
 waiting 0.15 ms cost the tiny model's requests 1.7 ms each (`bench/`)."""
 
-BatchObserver = Callable[[list[float], float, list[Res]], None]
-"""Called after each successful batch with each item's queue wait, the backend seconds and the results."""
+BatchObserver = Callable[[list[Req], list[float], float, list[Res]], None]
+"""Called after each successful batch with its requests, each one's queue wait, the backend seconds
+and the results."""
 
 
 class MicroBatcher(Generic[Req, Res]):
@@ -75,21 +82,24 @@ class MicroBatcher(Generic[Req, Res]):
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_ms / 1000
         self.on_batch = on_batch
-        self.on_result: BatchObserver[Res] | None = None
+        self.on_result: BatchObserver[Req, Res] | None = None
         self.stats = BatchStats()
         self._queues: dict[Hashable, deque[_Item[Req, Res]]] = {}
-        self._concurrency = concurrency
+        self._free = concurrency
+        """Backend calls that may start now (at most `concurrency` run at once)."""
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=name)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._slots: asyncio.Semaphore | None = None
         self._wakeup: asyncio.Event | None = None
         self._dispatcher: asyncio.Task[None] | None = None
-        self._running: set[asyncio.Task[None]] = set()
         self._in_flight: set[asyncio.Future[Res]] = set()
         self._closed = False
         self._flush = False
         self._lone_s = 0.0
         """Recent backend seconds for a batch of one request (0 until one has run)."""
+        self._company = 1.0
+        """Recent share of batches whose first request waited and gained company (moving average)."""
+        self._unwaited = 0
+        """Lone requests started without waiting since company stopped coming."""
 
     @property
     def pending(self) -> int:
@@ -103,10 +113,14 @@ class MicroBatcher(Generic[Req, Res]):
         loop = asyncio.get_running_loop()
         self._start(loop)
         assert self._wakeup is not None
-        item: _Item[Req, Res] = _Item(request, loop.create_future(), loop.time())
+        now = loop.time()
+        item: _Item[Req, Res] = _Item(request, loop.create_future(), now)
         queue = self._queues.setdefault(request.key, deque())
         queue.append(item)
-        if len(queue) == 1 or len(queue) >= self.max_batch_size:
+        if self._free > 0 and (len(queue) >= self.max_batch_size or self.wait_limit_s == 0):
+            # Ready now and a backend call is free: start it here rather than a loop turn later.
+            self._launch_ready(loop, now)
+        elif len(queue) == 1 or len(queue) >= self.max_batch_size:
             self._wakeup.set()
         return await item.future
 
@@ -140,35 +154,32 @@ class MicroBatcher(Generic[Req, Res]):
             if self.pending:
                 raise RuntimeError("the batcher is busy on another event loop")
             self._loop = loop
-            self._slots = asyncio.Semaphore(self._concurrency)
             self._wakeup = asyncio.Event()
             self._dispatcher = loop.create_task(self._dispatch())
 
     async def _dispatch(self) -> None:
-        assert self._slots is not None and self._wakeup is not None
+        """Start ready batches while backend calls are free; sleep until the next queue is due or
+        something changes (a request, a finished batch)."""
+        assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         while True:
             self._wakeup.clear()
-            delay = self._next_ready_in(loop.time())
+            self._launch_ready(loop, loop.time())
+            delay = self._next_ready_in(loop.time()) if self._free > 0 else None
             if delay is None or delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), delay)
-                continue
-            await self._slots.acquire()
-            batch = self._take(loop.time())
-            if not batch:
-                self._slots.release()
-                continue
-            self._in_flight.update(item.future for item in batch)
-            task = loop.create_task(self._run(batch))
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+                await wait_changed(self._wakeup, delay)
 
     @property
     def wait_limit_s(self) -> float:
-        """How long the oldest request of a queue waits for others to join its batch."""
+        """How long the oldest request of a queue waits for others to join its batch: nothing when
+        waiting has stopped paying (one client sending one request after another: nobody ever
+        joins), except for an occasional probe."""
         share = WAIT_FRACTION * self._lone_s
-        return min(self.max_wait_s, share) if share >= MIN_WAIT_S else 0.0
+        if share < MIN_WAIT_S:
+            return 0.0
+        if self._company < COMPANY_MIN and self._unwaited < COMPANY_PROBE_EVERY:
+            return 0.0
+        return min(self.max_wait_s, share)
 
     def _next_ready_in(self, now: float) -> float | None:
         """Seconds until some queue is ready (0 when one is), None when all are empty."""
@@ -209,39 +220,65 @@ class MicroBatcher(Generic[Req, Res]):
             del self._queues[key]
         return batch
 
-    async def _run(self, batch: list[_Item[Req, Res]]) -> None:
-        assert self._slots is not None
-        loop = asyncio.get_running_loop()
+    def _launch_ready(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
+        """Start a backend call for every ready batch while calls are free."""
+        while self._free > 0:
+            batch = self._take(now)
+            if not batch:
+                return
+            self._launch(loop, batch)
+
+    def _launch(self, loop: asyncio.AbstractEventLoop, batch: list[_Item[Req, Res]]) -> None:
+        """Run one batch in a worker thread; `_finish` answers it on the event loop."""
+        self._free -= 1
+        self._in_flight.update(item.future for item in batch)
+        self.stats.calls += 1
+        self.stats.items += len(batch)
+        self.stats.sizes[len(batch)] += 1
+        if self.on_batch is not None:
+            self.on_batch(len(batch))
+        requests = [item.request for item in batch]
+        started = loop.time()
+        if started - batch[0].queued_at >= MIN_WAIT_S / 2:  # it waited for company: did any come?
+            self._company = 0.8 * self._company + 0.2 * (len(batch) > 1)
+            self._unwaited = 0
+        elif len(batch) == 1 and self._company < COMPANY_MIN:
+            self._unwaited += 1
+        running = loop.run_in_executor(self._executor, self._run_batch, requests)
+        running.add_done_callback(lambda done: self._finish(batch, requests, started, done))
+
+    def _finish(
+        self,
+        batch: list[_Item[Req, Res]],
+        requests: list[Req],
+        started: float,
+        done: asyncio.Future[list[Res]],
+    ) -> None:
+        loop = self._loop
         futures = [item.future for item in batch]
         try:
-            self.stats.calls += 1
-            self.stats.items += len(batch)
-            self.stats.sizes[len(batch)] += 1
-            if self.on_batch is not None:
-                self.on_batch(len(batch))
-            requests = [item.request for item in batch]
-            started = loop.time()
-            results = await loop.run_in_executor(self._executor, self._run_batch, requests)
+            results = done.result()
             if len(results) != len(batch):
                 raise RuntimeError(f"the backend answered {len(results)} of {len(batch)} requests")
+            ended = loop.time() if loop is not None else started
             if len(batch) == 1:
-                seconds = loop.time() - started
+                seconds = ended - started
                 self._lone_s = seconds if not self._lone_s else 0.8 * self._lone_s + 0.2 * seconds
             if self.on_result is not None:
-                waits = [started - item.queued_at for item in batch]
-                self.on_result(waits, loop.time() - started, results)
-        except Exception as exc:
+                self.on_result(
+                    requests, [started - item.queued_at for item in batch], ended - started, results
+                )
+        except BaseException as exc:
+            error = exc if isinstance(exc, Exception) else BatcherClosed("the batch was interrupted")
             for future in futures:
-                _fail(future, exc)
+                _fail(future, error)
         else:
             for future, result in zip(futures, results, strict=True):
                 if not future.done():
                     future.set_result(result)
         finally:
-            for future in futures:
-                _fail(future, BatcherClosed("the batch was interrupted"))
             self._in_flight.difference_update(futures)
-            self._slots.release()
+            self._free += 1
             if self._wakeup is not None:
                 self._wakeup.set()
 

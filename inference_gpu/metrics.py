@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from inference_gpu.backends import Hypothesis
+from inference_gpu.backends import Hypothesis, TranslateRequest
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +42,36 @@ class NodeMetrics:
             buckets=_SECONDS,
             registry=r,
         )
+        self.work_time = Histogram(
+            "serval_node_work_seconds",
+            "Time from a work item's arrival to its answer being sent, by operation: the node's share "
+            "of a request's latency (queue wait and inference included).",
+            ["operation"],
+            buckets=_SECONDS,
+            registry=r,
+        )
         self.inference_time = Histogram(
             "serval_node_inference_seconds", "Backend time per batch.", buckets=_SECONDS, registry=r
         )
         self.target_tokens = Counter(
             "serval_node_target_tokens", "Target tokens produced (best hypotheses).", registry=r
         )
-        self.revisions_loaded = Gauge("serval_node_revisions_loaded", "Model revisions loaded.", registry=r)
+        self.models_loaded = Gauge(
+            "serval_node_models_loaded",
+            "Loaded models: sets of weights in memory, each counted once however many revisions use it.",
+            registry=r,
+        )
+        self.revisions_loaded = Gauge(
+            "serval_node_revisions_loaded",
+            "Model revisions served by the loaded models (a model serves every revision of its weights).",
+            registry=r,
+        )
+        self.batch_engines = Histogram(
+            "serval_node_batch_engines",
+            "Distinct engines in one backend batch (engines sharing a loaded model share its batches).",
+            buckets=(1, 2, 3, 4, 8, 16, 32),
+            registry=r,
+        )
         self.load_time = Histogram(
             "serval_node_model_load_seconds",
             "Time to fetch and load a model revision.",
@@ -91,15 +114,26 @@ class NodeMetrics:
             "Model revision loads waiting to retry after the model store was unreachable.",
             registry=r,
         )
+        self.segments_caught_up = Counter(
+            "serval_node_train_segments_caught_up",
+            "Trained segments a loaded model fetched and learned after missing them (a push that did not "
+            "reach it, a gap, a CatchUp from an API replica); a model's load replays are not counted.",
+            registry=r,
+        )
         memory = Gauge(
             "serval_node_device_memory_used_bytes", "Device (or process) memory in use.", registry=r
         )
         memory.set_function(_memory_probe(device_kind, device_index))
 
     def observe_batch(
-        self, waits: Sequence[float], seconds: float, results: Sequence[list[Hypothesis]]
+        self,
+        requests: Sequence[TranslateRequest],
+        waits: Sequence[float],
+        seconds: float,
+        results: Sequence[list[Hypothesis]],
     ) -> None:
         self.batch_size.observe(len(waits))
+        self.batch_engines.observe(len({request.engine for request in requests}))
         for wait in waits:
             self.queue_wait.observe(wait)
         self.inference_time.observe(seconds)

@@ -27,7 +27,9 @@ from inference_gpu.families import InputTooLong, ServedModel, Unsupported, avail
 from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2, node_pb2_grpc
+from serval_common.families import family
 from serval_common.manifest import ManifestError
+from serval_common.node_codec import alignment_to_wire, detail_of, graph_to_wire, result_to_wire
 from serval_common.redact import error_reference, redact, secret_values
 from serval_common.settings import Settings
 from serval_common.store import StoreError, store_from_settings
@@ -35,15 +37,16 @@ from serval_common.tls import aio_client_channel, common_host_name
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = node_pb2.PROTOCOL_VERSION_1
+PROTOCOL_VERSION = node_pb2.PROTOCOL_VERSION_2
 VERSION = "0.1.0"
 REDIAL_MAX_S = 5.0
 """The longest pause between redials (before jitter): a restarted API replica gets its nodes back
 within seconds, and a dial attempt costs the API service next to nothing."""
 
 
-TRAIN_SEGMENTS_TIMEOUT_S = 30.0
-"""How long a node waits for an API service's trained segments when it loads a model."""
+TRAIN_SEGMENTS_TIMEOUT_S = 120.0
+"""How long a node waits for an API service's trained segments (streamed, however many) when it
+loads or catches up a model."""
 
 
 class NodeRejected(Exception):
@@ -134,14 +137,17 @@ class InferenceNode:
         for link in self.links:
             await link.say_goodbye("node shutting down")
 
-    async def train_segments(self, ref: node_pb2.ModelRef) -> list[node_pb2.TrainSegmentOp]:
-        """The engine's segments trained since `ref`'s build, from the first API service that
+    async def train_segments(
+        self, ref: node_pb2.ModelRef, after_seq: int = 0
+    ) -> tuple[list[node_pb2.TrainSegmentOp], int]:
+        """The engine's segments trained since `ref`'s build and numbered above `after_seq`, and
+        the number a model has learned up to once it applied them, from the first API service that
         answers (welcomed links first); the last failure when none does."""
         links = sorted(self.links, key=lambda link: not link.registered)
         failure: Exception = ConnectionError("the node has no API service address")
         for link in links:
             try:
-                return await link.train_segments(ref)
+                return await link.train_segments(ref, after_seq)
             except grpc.RpcError as exc:
                 failure = exc
         raise failure
@@ -166,7 +172,7 @@ class InferenceNode:
         available memory on a CPU node; 0 (unknown) on a GPU without a budget."""
         budget = self.settings.node.memory_budget_bytes
         if budget > 0:
-            return max(1, budget - sum(status.size_bytes for status in self.models.statuses()))
+            return max(1, budget - self.models.bytes_held())
         if self.device_kind == "cpu":
             return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
         return 0
@@ -176,8 +182,12 @@ class InferenceNode:
             link.send(node_pb2.NodeMessage(model_status=status))
 
     async def handle_work(self, link: ApiLink, item: node_pb2.WorkItem) -> None:
+        started = time.perf_counter()
         result = await self._execute(item)
         link.send(node_pb2.NodeMessage(result=result))
+        self.metrics.work_time.labels(item.WhichOneof("operation") or "unknown").observe(
+            time.perf_counter() - started
+        )
 
     async def _execute(self, item: node_pb2.WorkItem) -> node_pb2.WorkResult:
         extra = {"request_id": item.request_id, "model": item.model.location}
@@ -190,6 +200,15 @@ class InferenceNode:
                 "the request's deadline passed before it ran",
             )
         try:
+            if item.WhichOneof("operation") == "train_segment":
+                # Learned only by a model this node holds ready: a pair never starts a load.
+                through = await self.models.learn(item.model, item.train_segment)
+                return node_pb2.WorkResult(
+                    request_id=item.request_id,
+                    train_segment=node_pb2.TrainSegmentOutput(
+                        seq=item.train_segment.seq, trained_through=through
+                    ),
+                )
             model = await self.models.get(item.model)
             return await _run_operation(model, item)
         except Unsupported as exc:
@@ -263,17 +282,34 @@ class ApiLink:
             )
         )
 
-    async def train_segments(self, ref: node_pb2.ModelRef) -> list[node_pb2.TrainSegmentOp]:
-        """`InferenceNodeApi.GetTrainSegments` on this API service, as the node (its token)."""
+    async def train_segments(
+        self, ref: node_pb2.ModelRef, after_seq: int = 0
+    ) -> tuple[list[node_pb2.TrainSegmentOp], int]:
+        """`InferenceNodeApi.StreamTrainSegments` on this API service, as the node (its token), or
+        the one-message `GetTrainSegments` of an API service that does not stream them."""
         tls = self.node.settings.node
         server_name = tls.tls_server_name or common_host_name(tls.api_addresses)
+        request = node_pb2.GetTrainSegmentsRequest(model=ref, after_seq=after_seq)
+        metadata = (("authorization", f"Bearer {tls.token or ''}"),)
         async with aio_client_channel(self.address, tls.tls_ca_file, server_name) as channel:
-            response = await node_pb2_grpc.InferenceNodeApiStub(channel).GetTrainSegments(
-                node_pb2.GetTrainSegmentsRequest(model=ref),
-                metadata=(("authorization", f"Bearer {tls.token or ''}"),),
-                timeout=TRAIN_SEGMENTS_TIMEOUT_S,
+            stub = node_pb2_grpc.InferenceNodeApiStub(channel)
+            segments: list[node_pb2.TrainSegmentOp] = []
+            through = after_seq
+            try:
+                async for chunk in stub.StreamTrainSegments(
+                    request, metadata=metadata, timeout=TRAIN_SEGMENTS_TIMEOUT_S
+                ):
+                    segments.extend(chunk.segments)
+                    through = max(through, chunk.through)
+                return segments, through
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED or segments:
+                    raise
+            response = await stub.GetTrainSegments(
+                request, metadata=metadata, timeout=TRAIN_SEGMENTS_TIMEOUT_S
             )
-        return list(response.segments)
+        older = [s for s in response.segments if s.seq > after_seq]
+        return older, max(after_seq, response.through, older[-1].seq if older else 0)
 
     async def say_goodbye(self, reason: str) -> None:
         if self._outbox is not None:
@@ -314,7 +350,7 @@ class ApiLink:
                 models=node.models.statuses(),
                 software_version=VERSION,
                 slots=node.settings.node.slots,
-                families=[FAMILY_ENUM[name] for name in node.families],
+                families=[node_pb2.EngineFamily.ValueType(family(name).wire) for name in node.families],
             )
             await call.write(node_pb2.NodeMessage(hello=hello))
             first = await call.read()
@@ -366,6 +402,11 @@ class ApiLink:
                 task.add_done_callback(self._loads.discard)
             elif kind == "cancel":
                 self.node.cancel_work(message.cancel.request_id)
+            elif kind == "catch_up":
+                catch_up = message.catch_up
+                task = asyncio.create_task(self.node.models.catch_up(catch_up.model, catch_up.through))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
             elif kind == "drain":
                 self.node.set_draining(True, message.drain.reason)
             elif kind == "undrain":
@@ -413,33 +454,20 @@ def resolve_addresses(addresses: list[str]) -> list[str]:
     return resolved
 
 
-FAMILY_ENUM = {
-    "nmt": node_pb2.ENGINE_FAMILY_NMT,
-    "smt-transfer": node_pb2.ENGINE_FAMILY_SMT_TRANSFER,
-    "statistical": node_pb2.ENGINE_FAMILY_STATISTICAL,
-}
-
-
 async def _run_operation(model: ServedModel, item: node_pb2.WorkItem) -> node_pb2.WorkResult:
     """One work item's operation on its model; what the model's family lacks raises `Unsupported`."""
     request_id = item.request_id
     match item.WhichOneof("operation"):
         case "word_graph":
             op = item.word_graph
-            graph = await model.word_graph(op.segment, op.source_language, op.target_language)
-            return node_pb2.WorkResult(request_id=request_id, word_graph=graph)
-        case "train_segment":
-            train = item.train_segment
-            await model.train_segment(
-                train.source_segment, train.target_segment, train.sentence_start, train.seq
+            graph = await model.word_graph(
+                op.segment, op.source_language, op.target_language, engine_id=item.model.engine_id
             )
-            return node_pb2.WorkResult(
-                request_id=request_id, train_segment=node_pb2.TrainSegmentOutput(seq=train.seq)
-            )
+            return node_pb2.WorkResult(request_id=request_id, word_graph=graph_to_wire(graph))
         case "align":
             pair = item.align
             alignment = await model.align(pair.source_segment, pair.target_segment)
-            return node_pb2.WorkResult(request_id=request_id, alignment=alignment)
+            return node_pb2.WorkResult(request_id=request_id, alignment=alignment_to_wire(alignment))
         case "translate":
             translate = item.translate
             results = await model.translate(
@@ -448,9 +476,12 @@ async def _run_operation(model: ServedModel, item: node_pb2.WorkItem) -> node_pb
                 translate.source_language,
                 translate.target_language,
                 translate.target_prefix,
+                engine_id=item.model.engine_id,
+                detail=detail_of(translate),
             )
             return node_pb2.WorkResult(
-                request_id=request_id, translate=node_pb2.TranslateOutput(results=results)
+                request_id=request_id,
+                translate=node_pb2.TranslateOutput(results=[result_to_wire(r) for r in results]),
             )
         case other:
             raise ValueError(f"unknown operation {other!r}")

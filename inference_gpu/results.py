@@ -14,7 +14,7 @@ import numpy as np
 
 from inference_gpu.backends.base import Hypothesis
 from inference_gpu.nllb import DecodedTarget, EncodedSource
-from serval.translation.v1 import common_pb2, engine_pb2
+from serval_common.core import AlignedWordPair, Detail, Phrase, TranslationResult, TranslationSource
 
 _MIN_LOG_PROB = -700.0
 
@@ -48,24 +48,22 @@ def word_alignment(
 
 
 def build_result(
-    source: EncodedSource, target: DecodedTarget, hypothesis: Hypothesis
-) -> engine_pb2.TranslationResult:
-    primary = engine_pb2.TranslationSources(values=[engine_pb2.TRANSLATION_SOURCE_PRIMARY])
-    return engine_pb2.TranslationResult(
+    source: EncodedSource, target: DecodedTarget, hypothesis: Hypothesis, detail: Detail = Detail.FULL
+) -> TranslationResult:
+    """With `Detail.TEXT` the hypothesis has neither log-probabilities nor attention (the backend
+    skipped them): the result has no confidences and no alignment."""
+    words = len(target.tokens)
+    full = detail is Detail.FULL
+    return TranslationResult(
         translation=target.translation,
-        source_tokens=source.words,
-        target_tokens=target.tokens,
-        confidences=word_confidences(target, hypothesis.log_probs),
-        sources=[primary] * len(target.tokens),
-        alignment=[
-            common_pb2.AlignedWordPair(source_index=s, target_index=t)
-            for s, t in word_alignment(source, target, hypothesis.attention)
-        ],
-        phrases=[
-            engine_pb2.Phrase(
-                source_segment_start=0,
-                source_segment_end=len(source.words),
-                target_segment_cut=len(target.tokens),
-            )
-        ],
+        source_tokens=tuple(source.words),
+        target_tokens=tuple(target.tokens),
+        confidences=tuple(word_confidences(target, hypothesis.log_probs)) if full else (),
+        sources=(TranslationSource.PRIMARY,) * words,
+        alignment=tuple(
+            AlignedWordPair(s, t) for s, t in word_alignment(source, target, hypothesis.attention)
+        )
+        if full
+        else (),
+        phrases=(Phrase(0, len(source.words), words),),
     )

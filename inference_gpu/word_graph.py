@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from inference_gpu.backends.base import Hypothesis
 from inference_gpu.nllb import DecodedTarget, EncodedSource
 from inference_gpu.results import word_alignment, word_confidences
-from serval.translation.v1 import common_pb2, engine_pb2
+from serval_common.core import AlignedWordPair, TranslationSource, WordGraph, WordGraphArc
 
-_PRIMARY = engine_pb2.TranslationSources(values=[engine_pb2.TRANSLATION_SOURCE_PRIMARY])
+_LOCAL_PAIR = (AlignedWordPair(0, 0),)
 
 ArcKey = tuple[str, tuple[str, ...]]
 
@@ -63,7 +63,7 @@ class WordGraphBuilder:
     def __init__(self, source: EncodedSource) -> None:
         self.source = source
         self.states: list[_State] = [_State()]
-        self.arcs: list[engine_pb2.WordGraphArc] = []
+        self.arcs: list[WordGraphArc] = []
         self.final_states: list[int] = []
         self._seen: set[tuple[str, ...]] = set()
 
@@ -108,43 +108,36 @@ class WordGraphBuilder:
         word: str,
         confidence: float,
         source_word: int | None,
-    ) -> engine_pb2.WordGraphArc:
-        if source_word is None:
-            start, end, alignment = 0, len(self.source.words), []
-        else:
-            start, end = source_word, source_word + 1
-            alignment = [common_pb2.AlignedWordPair(source_index=0, target_index=0)]
-        return engine_pb2.WordGraphArc(
+    ) -> WordGraphArc:
+        alignment: tuple[AlignedWordPair, ...] = ()
+        start, end = 0, len(self.source.words)
+        if source_word is not None:
+            start, end, alignment = source_word, source_word + 1, _LOCAL_PAIR
+        return WordGraphArc(
             prev_state=prev_state,
             next_state=next_state,
             score=score,
-            target_tokens=[word],
-            confidences=[confidence],
+            target_tokens=(word,),
+            confidences=(confidence,),
             source_segment_start=start,
             source_segment_end=end,
             alignment=alignment,
-            sources=[_PRIMARY],
+            sources=(TranslationSource.PRIMARY,),
         )
 
-    def build(self) -> engine_pb2.WordGraph:
-        return engine_pb2.WordGraph(
-            source_tokens=self.source.words,
-            initial_state_score=0.0,
-            final_states=self.final_states,
-            arcs=self.arcs,
-        )
+    def build(self, empty_score: float = 0.0) -> WordGraph:
+        """The graph; when no hypothesis had a word, state 0 is final and scores `empty_score`."""
+        if not self.arcs:
+            return WordGraph(tuple(self.source.words), empty_score, (0,), ())
+        return WordGraph(tuple(self.source.words), 0.0, tuple(self.final_states), tuple(self.arcs))
 
 
-def build_word_graph(
-    source: EncodedSource, hypotheses: list[tuple[DecodedTarget, Hypothesis]]
-) -> engine_pb2.WordGraph:
+def build_word_graph(source: EncodedSource, hypotheses: list[tuple[DecodedTarget, Hypothesis]]) -> WordGraph:
     """The word graph of hypotheses sorted best first. When no hypothesis has a word, the graph
     has no arcs, state 0 is final and `initial_state_score` is the best score."""
     builder = WordGraphBuilder(source)
     for target, hypothesis in hypotheses:
         builder.add(target, hypothesis)
-    graph = builder.build()
-    if not graph.arcs and hypotheses:
-        graph.final_states.append(0)
-        graph.initial_state_score = hypotheses[0][1].score
-    return graph
+    if not hypotheses:
+        return WordGraph(tuple(source.words), 0.0, (), ())
+    return builder.build(empty_score=hypotheses[0][1].score)

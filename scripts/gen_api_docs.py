@@ -386,6 +386,8 @@ def _parameters(operation: dict[str, Any]) -> str:
 
 
 def _auth(operation: dict[str, Any]) -> str:
+    if "x-auth" in operation:  # a route that reads its credential itself (LibreTranslate's `api_key`)
+        return str(operation["x-auth"])
     names = {p["name"].lower() for p in operation.get("parameters", []) if p["in"] == "header"}
     return "key or JWT" if "x-api-key" in names or "authorization" in names else "public"
 

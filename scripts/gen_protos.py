@@ -38,6 +38,9 @@ def generate(out: Path) -> None:
         sys.exit("protoc failed")
     for folder in [out / "serval", *(p for p in (out / "serval").rglob("*") if p.is_dir())]:
         (folder / "__init__.py").touch()
+    (out / "serval" / "__init__.py").write_text(
+        '"""Generated from protos/ by scripts/gen_protos.py (`make protos`): never edit by hand."""\n'
+    )
     (out / "serval" / "py.typed").touch()
 
 

@@ -39,11 +39,21 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# Where the cluster's folder goes: $TMPDIR, unless the cluster's owner cannot enter it (as root the
+# owner is `postgres`, and a private TMPDIR such as `mktemp -d`'s is root's alone), then /tmp.
+data_parent() {
+    local parent="${TMPDIR:-/tmp}"
+    if [[ "$(id -u)" == 0 ]] && ! runuser -u postgres -- test -w "$parent" -a -x "$parent" 2>/dev/null; then
+        parent=/tmp
+    fi
+    echo "$parent"
+}
+
 start() {
     [[ -f "$STATE" ]] && stop
     local bin data port
     bin="$(pg_bin)" || { install_postgres; bin="$(pg_bin)"; } || die "no initdb under /usr/lib/postgresql/*/bin"
-    data="$(mktemp -d "${TMPDIR:-/tmp}/serval-postgres.XXXXXX")"
+    data="$(mktemp -d "$(data_parent)/serval-postgres.XXXXXX")"
     [[ "$(id -u)" == 0 ]] && chown postgres: "$data"
     chmod 700 "$data"
     port="$(free_port)"

@@ -20,6 +20,7 @@ from serval.inference.v1 import node_pb2_grpc
 from serval.translation.v1 import engine_pb2_grpc, platform_pb2_grpc
 from serval.word_alignment.v1 import engine_pb2_grpc as word_alignment_engine_pb2_grpc
 from serval.word_alignment.v1 import platform_pb2_grpc as word_alignment_platform_pb2_grpc
+from serval_api.builds.echo import EchoLauncher
 from serval_api.builds.factory import launcher_from_settings
 from serval_api.builds.launcher import JobLauncher
 from serval_api.builds.recovery import recover_builds
@@ -36,9 +37,11 @@ from serval_api.metrics import ApiMetrics, GrpcMetricsInterceptor
 from serval_api.rest.app import create_app
 from serval_api.routing.dispatcher import Dispatcher
 from serval_api.routing.fleet import Fleet
+from serval_api.routing.learning import LearningSync
 from serval_api.routing.node_api import NodeApiServicer
 from serval_api.routing.registry import NodeRegistry
-from serval_api.service import Services, platform, train_segments
+from serval_api.service import Services, echo_builds, platform, train_segments
+from serval_api.service.changes import NODE_TOKENS
 from serval_api.service.context import LONG_POLL_MAX_S
 from serval_api.service.keys import verify_node_token
 from serval_api.service.store_sweep import sweep_forever
@@ -83,6 +86,7 @@ class ApiService:
         self._watchers: list[asyncio.Task[None]] = []
         self.metrics = ApiMetrics()
         self.deliveries: DeliveryWorker | None = None
+        self._node_api: NodeApiServicer | None = None
 
     async def start(self) -> None:
         # Before binding anything: a half-configured TLS setting stops the service, never serves plaintext.
@@ -106,7 +110,8 @@ class ApiService:
         await mark_all_nodes_gone(db, settings.api_instance_name)
         registry = NodeRegistry()
         dispatcher = Dispatcher(registry, settings)
-        launcher = self._launcher or launcher_from_settings(settings)
+        jobs = self._launcher or launcher_from_settings(settings)
+        launcher = EchoLauncher(jobs, settings.api_instance_name)
         self.metrics.bind(
             db,
             connected_nodes=lambda: len(registry.sessions()),
@@ -114,6 +119,13 @@ class ApiService:
             build_job_queue_depth=launcher.queue_depth,
         )
         fleet = Fleet(registry)
+        learning = LearningSync(
+            registry,
+            functools.partial(train_segments.last_pairs, db),
+            interval_s=settings.api.train_segment_check_s,
+            on_catch_up=self.metrics.catch_ups.inc,
+        )
+        dispatcher.on_learning_missed = learning.check_soon
         services = Services(
             settings=settings,
             db=db,
@@ -129,9 +141,12 @@ class ApiService:
         async def on_queue(positions: dict[str, int]) -> None:
             await platform.queue_positions(services, positions)
 
-        launcher.on_exit, launcher.on_queue = on_exit, on_queue
+        jobs.on_exit, jobs.on_queue = on_exit, on_queue
+        launcher.run_echo = functools.partial(echo_builds.run, services)
         self.services = services
         await services.changes.start(db, replica=settings.api_instance_name)
+        services.quotas.on_refused = lambda limit: self.metrics.rate_limited.labels(limit.value).inc()
+        await services.quotas.start()
         deliveries = DeliveryWorker(
             db, settings.webhooks, replica=settings.api_instance_name, metrics=self.metrics
         )
@@ -155,16 +170,14 @@ class ApiService:
         word_alignment_platform_pb2_grpc.add_WordAlignmentPlatformApiServicer_to_server(
             WordAlignmentPlatformApi(services), server
         )
-        node_pb2_grpc.add_InferenceNodeApiServicer_to_server(
-            NodeApiServicer(
-                registry,
-                settings,
-                verify_token,
-                DatabaseNodeRecords(db),
-                train_segments=functools.partial(train_segments.replay, db),
-            ),
-            server,
+        self._node_api = NodeApiServicer(
+            registry,
+            settings,
+            verify_token,
+            DatabaseNodeRecords(db),
+            train_segments=train_segments.DatabaseTrainSegments(db),
         )
+        node_pb2_grpc.add_InferenceNodeApiServicer_to_server(self._node_api, server)
         self._health = await add_health_services(server, services)
         reflection.enable_server_reflection(
             (
@@ -178,19 +191,32 @@ class ApiService:
         )
         await server.start()
         self._grpc = server
+        revoked_elsewhere = asyncio.Event()
+        services.changes.subscribe(
+            lambda key: revoked_elsewhere.set() if key in (None, NODE_TOKENS) else None
+        )
         self._watchers.append(
             asyncio.create_task(
                 fleet.watch_revocations(
-                    lambda ids: revoked_node_tokens(db, ids), settings.api.node_token_check_s
+                    lambda ids: revoked_node_tokens(db, ids),
+                    settings.api.node_token_check_s,
+                    revoked_elsewhere,
                 ),
                 name="node-token-watch",
             )
         )
+        services.changes.subscribe(learning.changed)
+        self._watchers.append(asyncio.create_task(learning.run(), name="train-segment-catch-up"))
         await recover_builds(services)
         if settings.api.store_sweep_interval_s > 0:
             self._watchers.append(
                 asyncio.create_task(
-                    sweep_forever(services, settings.api.store_sweep_interval_s), name="store-sweep"
+                    sweep_forever(
+                        services,
+                        settings.api.store_sweep_interval_s,
+                        removed_listener=lambda what: self.metrics.store_removed.labels(what=what).inc(),
+                    ),
+                    name="store-sweep",
                 )
             )
 
@@ -232,10 +258,14 @@ class ApiService:
         if self._grpc is not None:
             await self._health.enter_graceful_shutdown()
             await self._grpc.stop(GRACE_S)
+        if self._node_api is not None:
+            await self._node_api.wait_closed()
+            self._node_api = None
         if self.deliveries is not None:
             await self.deliveries.stop()
             self.deliveries = None
         if self.services is not None:
+            await self.services.quotas.stop()
             await self.services.launcher.close()
             await self.services.changes.stop()
             await self.services.db.close()

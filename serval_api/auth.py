@@ -7,12 +7,19 @@ tokens travel as bearer values too, but only on their own services: here they ar
 Scope policy: translate is a read (`read:translation_engines`); starting or canceling a build
 changes the engine's model, so it needs `update:translation_engines`. Webhooks have Serval's own
 scopes (`read:hooks`, `create:hooks`, `delete:hooks`). `admin` grants everything.
+
+Serval 1.20's key management (`/api/v1/api-keys`) has the scopes `create:api_keys`,
+`read:api_keys` and `delete:api_keys`. Whoever holds one can make a key for any owner with any
+grantable scope, so they are an administrator's: an API key never confers them (they are dropped
+when the key authenticates, as Serval does), a JWT's count only where its `admin` scope would
+(`auth.jwt_admin_scope_allowed`), and `admin` grants them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from serval_api.errors import PermissionDenied, Unauthenticated
 
@@ -31,6 +38,9 @@ DELETE_CORPORA = "delete:corpora"
 READ_HOOKS = "read:hooks"
 CREATE_HOOKS = "create:hooks"
 DELETE_HOOKS = "delete:hooks"
+CREATE_API_KEYS = "create:api_keys"
+READ_API_KEYS = "read:api_keys"
+DELETE_API_KEYS = "delete:api_keys"
 ADMIN = "admin"
 
 ALL_ENGINE_SCOPES = (READ_ENGINES, CREATE_ENGINES, UPDATE_ENGINES, DELETE_ENGINES)
@@ -38,15 +48,78 @@ ALL_FILE_SCOPES = (READ_FILES, CREATE_FILES, UPDATE_FILES, DELETE_FILES)
 ALL_CORPUS_SCOPES = (READ_CORPORA, CREATE_CORPORA, UPDATE_CORPORA, DELETE_CORPORA)
 ALL_HOOK_SCOPES = (READ_HOOKS, CREATE_HOOKS, DELETE_HOOKS)
 ALL_SCOPES = (*ALL_ENGINE_SCOPES, *ALL_FILE_SCOPES, *ALL_CORPUS_SCOPES, *ALL_HOOK_SCOPES)
+API_KEY_SCOPES = frozenset({CREATE_API_KEYS, READ_API_KEYS, DELETE_API_KEYS})
+"""Key management: an administrator's (see the module docstring)."""
+SERVAL_ONLY_SCOPES = (
+    "create:word_alignment_engines",
+    "read:word_alignment_engines",
+    "update:word_alignment_engines",
+    "delete:word_alignment_engines",
+    "read:status",
+)
+"""Scopes of Serval 1.20 this service checks none of (its word-alignment engines answer to the
+translation-engine scopes, `status/health` to any credential): a key may be given them, so an
+administrator's tool that grants Serval's whole list works, and they add nothing."""
+GRANTABLE_SCOPES = frozenset(ALL_SCOPES) | frozenset(SERVAL_ONLY_SCOPES)
+"""What `POST /api-keys` may grant: every scope but key management's (Serval's `Scopes.Grantable`)
+and this service's own `admin`, which only `serval admin api-key` and `/admin/api-keys` hand out."""
 
 API_KEY_HEADER = "X-API-Key"
 API_KEY_METADATA = "x-api-key"
 
 
 @dataclass(frozen=True)
+class KeyLimits:
+    """An administrator's overrides of one API key's limits (`LimitSettings`); None: the setting.
+    0 lifts the limit for the key."""
+
+    translate_per_minute: int | None = None
+    build_starts_per_hour: int | None = None
+    concurrent_long_polls: int | None = None
+    max_chars_per_request: int | None = None
+    """The longest segment or text one request may send (in place of `api.max_segment_chars` and
+    `api.max_text_chars`); at least 1."""
+
+    @classmethod
+    def of(cls, stored: dict[str, object] | None) -> KeyLimits:
+        """From an `api_keys.limits` value; fields it does not know are ignored."""
+        if not stored:
+            return NO_OVERRIDES
+        return cls(
+            **{
+                name: value
+                for name in KEY_LIMIT_FIELDS
+                if isinstance(value := stored.get(name), int) and not isinstance(value, bool)
+            }
+        )
+
+    def stored(self) -> dict[str, int] | None:
+        values = {name: value for name in KEY_LIMIT_FIELDS if (value := getattr(self, name)) is not None}
+        return values or None
+
+
+KEY_LIMIT_FIELDS = (
+    "translate_per_minute",
+    "build_starts_per_hour",
+    "concurrent_long_polls",
+    "max_chars_per_request",
+)
+NO_OVERRIDES = KeyLimits()
+
+
+@dataclass(frozen=True)
 class Caller:
     owner: str
     scopes: frozenset[str] = field(default_factory=frozenset)
+    engine_id: str | None = None
+    """The engine a key is bound to: the dialects that name no engine (SIL Converters,
+    LibreTranslate) translate with it; None: with the public base model."""
+    expires_at: datetime | None = None
+    """When the credential stops being valid (an API key's `expiresAt`); None: it does not expire."""
+    key_id: str | None = None
+    """The API key's id; None for a JWT."""
+    limits: KeyLimits = NO_OVERRIDES
+    """The key's overrides of the per-key limits."""
 
     def has(self, scope: str) -> bool:
         return scope in self.scopes or ADMIN in self.scopes

@@ -11,9 +11,12 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 import grpc
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from serval_common.manifest import store_unavailable
 from serval_common.redact import error_reference, redact
-from serval_common.store import InvalidKey
+from serval_common.store import InvalidKey, error_chain
 
 MAX_MESSAGE_CHARS = 500
 """An error message echoes client input; cut, it still fits gRPC's trailing metadata (8 KiB)."""
@@ -90,6 +93,14 @@ class PayloadTooLarge(ServalError):
     grpc_code = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class RateLimited(ServalError):
+    """A per-key limit is reached (`service/quotas.py`): 429 / RESOURCE_EXHAUSTED, with when to
+    try again (REST `Retry-After`, gRPC `retry-after` trailing metadata, in seconds)."""
+
+    http_status = 429
+    grpc_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 class ClientClosedRequest(ServalError):
     """The caller went away before the answer was ready (nginx's 499); nobody reads this answer."""
 
@@ -109,6 +120,40 @@ def invalid_key(error: InvalidKey) -> InvalidArgument:
     becomes part of a key is checked where it enters, so this is a last line, and it answers as
     the client's mistake (400 / INVALID_ARGUMENT) with the key quoted, never the store's location."""
     return InvalidArgument(str(error))
+
+
+OUTAGE_RETRY_AFTER_S = 5.0
+UNAVAILABLE_MESSAGE = "a necessary service is currently unavailable; try again later"
+
+
+def outage(
+    error: BaseException, logger: logging.Logger, ids: Mapping[str, object] | None = None
+) -> Unavailable | None:
+    """A dependency down rather than a bug: the database unreachable (connection refused or lost,
+    its file unopenable, the pool exhausted) or the model store unreachable. Serval answers such
+    a failure 503 (`ServiceUnavailableExceptionFilter`); so does this service, REST with
+    `Retry-After` and gRPC UNAVAILABLE, the cause only in the log under an error id."""
+    chain = list(error_chain(error))
+    if any(_database_down(e) for e in chain):
+        what = "the database"
+    elif store_unavailable(error):
+        what = "the model store"
+    else:
+        return None
+    return concealed(
+        Unavailable,
+        UNAVAILABLE_MESSAGE,
+        f"{what} is unavailable: {error!r}",
+        logger,
+        ids,
+        retry_after_s=OUTAGE_RETRY_AFTER_S,
+    )
+
+
+def _database_down(error: BaseException) -> bool:
+    if isinstance(error, OperationalError | InterfaceError | PoolTimeout):
+        return True
+    return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
 E = TypeVar("E", bound=ServalError)

@@ -1,8 +1,10 @@
 """Bearer JWTs as client credentials: HS256 with a shared secret, RS256 with keys from a JWKS URL.
 
 `sub` is the owner; scopes come from `scope` (space-separated, as OAuth 2 sends it) or a
-`scopes` / `permissions` list (as Auth0 and others send them). The `admin` scope counts only with
-`auth.jwt_admin_scope_allowed`; otherwise it is dropped and the token keeps its other scopes.
+`scopes` / `permissions` list (as Auth0 and others send them). The `admin` scope, and key
+management's (`create:api_keys`, `read:api_keys`, `delete:api_keys`: whoever holds them can make a
+key for any owner), count only with `auth.jwt_admin_scope_allowed`; otherwise they are dropped and
+the token keeps its other scopes.
 `aud` must name `auth.jwt_audience` when that is set (a token without `aud` is refused).
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 
 import jwt
 
-from serval_api.auth import ADMIN, Caller
+from serval_api.auth import ADMIN, API_KEY_SCOPES, Caller
 from serval_api.errors import Unauthenticated, Unavailable, concealed
 from serval_common.settings import AuthSettings
 
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 
 NOT_CONFIGURED = "JWT authentication is not configured"
 _JWKS_TIMEOUT_S = 10
+ADMINISTRATIVE_SCOPES = API_KEY_SCOPES | {ADMIN}
 
 
 class JwtVerifier:
@@ -52,12 +55,13 @@ class JwtVerifier:
         if not isinstance(owner, str) or not owner.strip():
             raise Unauthenticated("invalid token: it has no `sub` claim")
         scopes = scopes_of(claims)
-        if ADMIN in scopes and not self._settings.jwt_admin_scope_allowed:
+        administrative = scopes & ADMINISTRATIVE_SCOPES
+        if administrative and not self._settings.jwt_admin_scope_allowed:
             log.warning(
-                "a JWT's admin scope was dropped (auth.jwt_admin_scope_allowed is off)",
-                extra={"owner": owner},
+                "a JWT's administrative scopes were dropped (auth.jwt_admin_scope_allowed is off)",
+                extra={"owner": owner, "scopes": sorted(administrative)},
             )
-            scopes -= {ADMIN}
+            scopes -= ADMINISTRATIVE_SCOPES
         return Caller(owner=owner, scopes=scopes)
 
     async def _key(self, token: str, algorithm: str) -> Any:

@@ -27,6 +27,7 @@ from serval_api.db.models import Build, BuildState, DeliveryState, WebhookDelive
 
 UNMATCHED_ROUTE = "unmatched"
 WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "gave_up")
+RATE_LIMITS = ("translate", "build_start", "long_poll")
 
 __all__ = ["CONTENT_TYPE_LATEST", "ApiMetrics", "GrpcMetricsInterceptor", "RestMetricsMiddleware"]
 
@@ -51,6 +52,21 @@ class ApiMetrics:
             "serval_api_grpc_requests",
             "gRPC calls by full method and status code.",
             ["method", "code"],
+            registry=self.registry,
+        )
+        self.store_removed = Counter(
+            "serval_api_store_removed",
+            "Superseded model revisions (what=revision) and their hf/ training checkpoints (what=checkpoint) "
+            "the store sweep removed.",
+            ["what"],
+            registry=self.registry,
+        )
+        for what in ("revision", "checkpoint"):
+            self.store_removed.labels(what=what)
+        self.catch_ups = Counter(
+            "serval_api_train_segment_catch_ups",
+            "CatchUp messages sent to nodes whose smt-transfer model had learned fewer trained segments "
+            "than its engine has (a pair that missed the node).",
             registry=self.registry,
         )
         self.grpc_latency = Histogram(
@@ -92,6 +108,28 @@ class ApiMetrics:
             "Webhook deliveries in the database still to be sent (Pending), all replicas together.",
             registry=self.registry,
         )
+        self.webhook_in_flight = Gauge(
+            "serval_api_webhook_deliveries_in_flight",
+            "Webhook deliveries this replica is sending now (POSTs not yet answered).",
+            registry=self.registry,
+        )
+        self.webhook_pruned = Counter(
+            "serval_api_webhook_deliveries_pruned",
+            "Delivery records deleted after their retention, by state: Delivered, Failed.",
+            ["state"],
+            registry=self.registry,
+        )
+        for state in (DeliveryState.DELIVERED, DeliveryState.FAILED):
+            self.webhook_pruned.labels(state.value)
+        self.rate_limited = Counter(
+            "serval_api_rate_limited",
+            "Requests refused (429 / RESOURCE_EXHAUSTED) by a per-key limit, by limit: translate, "
+            "build_start, long_poll.",
+            ["limit"],
+            registry=self.registry,
+        )
+        for limit in RATE_LIMITS:
+            self.rate_limited.labels(limit)
 
     def bind(
         self,
@@ -162,24 +200,32 @@ class RestMetricsMiddleware:
 class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: ApiMetrics) -> None:
         self.metrics = metrics
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        """Method → its wrapped handler (gRPC calls interceptors on every call; a method's handler
+        never changes, so it is wrapped once)."""
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
+        method: str = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is not None:
+            return wrapped
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        method: str = handler_call_details.method
         for kind, factory in _HANDLER_KINDS:
             behavior = getattr(handler, kind)
             if behavior is not None:
-                return factory(
+                wrapped = factory(
                     self._wrap(method, behavior),
                     request_deserializer=handler.request_deserializer,
                     response_serializer=handler.response_serializer,
                 )
+                self._wrapped[method] = wrapped
+                return wrapped
         return handler
 
     def _wrap(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Any]:

@@ -39,3 +39,7 @@ def corpus_url(base_url: str, corpus_id: str) -> str:
 
 def hook_url(base_url: str, hook_id: str) -> str:
     return f"{base_url}{API}/hooks/{hook_id}"
+
+
+def api_key_url(base_url: str, key_id: str) -> str:
+    return f"{base_url}{API}/api-keys/{key_id}"

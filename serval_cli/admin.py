@@ -31,6 +31,14 @@ T = TypeVar("T")
 
 Home = Annotated[Path | None, typer.Option(envvar="SERVAL_HOME", help="data folder for the embedded mode")]
 DatabaseUrl = Annotated[str | None, typer.Option(help="SQLAlchemy URL; default SQLite in HOME")]
+LimitOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="override a per-key limit for this key, NAME=N (repeat): translate_per_minute, "
+        "build_starts_per_hour, concurrent_long_polls, max_chars_per_request; 0 lifts the limit "
+        "(docs/limits.md)"
+    ),
+]
 
 
 def with_db(home: Path | None, database_url: str | None, work: Callable[[Any], Awaitable[T]]) -> T:
@@ -61,16 +69,69 @@ def table(*columns: str) -> Table:
 def api_key_create(
     owner: Annotated[str, typer.Option(help="the identity that owns what this key creates")],
     scope: Annotated[list[str] | None, typer.Option(help="a scope (repeat); default: all scopes")] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="bind the key to one of the owner's translation engines: SIL Converters and "
+            "LibreTranslate clients using it translate with that engine (default: the public base model)"
+        ),
+    ] = None,
+    limit: LimitOption = None,
     home: Home = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Create an API key and print it (once)."""
     from serval_api.auth import ALL_SCOPES
-    from serval_api.service.keys import create_api_key
+    from serval_api.service.keys import check_bindable_engine, check_limits, create_api_key
 
-    record, plaintext = with_db(home, database_url, lambda db: create_api_key(db, owner, scope or ALL_SCOPES))
-    console.print(f"API key {record.id} for {owner} ({', '.join(record.scopes)}); it is not shown again:")
+    overrides = parse_limits(limit or [])
+
+    async def create(db: Any) -> Any:
+        check_limits(overrides)
+        if engine:
+            await check_bindable_engine(db, owner, engine)
+        return await create_api_key(db, owner, scope or ALL_SCOPES, engine_id=engine, overrides=overrides)
+
+    record, plaintext = with_db(home, database_url, create)
+    bound = f", bound to engine {engine}" if engine else ""
+    console.print(
+        f"API key {record.id} for {owner} ({', '.join(record.scopes)}{bound}); it is not shown again:"
+    )
     typer.echo(plaintext)
+
+
+@api_keys.command("limits")
+def api_key_limits(
+    key_id: str,
+    limit: LimitOption = None,
+    home: Home = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Set an API key's limit overrides (replacing any it had; none given: the settings again).
+    Running replicas use them within `api.lookup_cache_s`."""
+    from serval_api.service.keys import set_api_key_limits
+
+    overrides = parse_limits(limit or [])
+    with_db(home, database_url, lambda db: set_api_key_limits(db, key_id, overrides))
+    shown = ", ".join(f"{k}={v}" for k, v in (overrides.stored() or {}).items()) or "the settings"
+    console.print(f"API key {key_id} limits: {shown}")
+
+
+def parse_limits(values: list[str]) -> Any:
+    """`NAME=N` pairs (NAME as in `KEY_LIMIT_FIELDS`, dashes allowed) as a `KeyLimits`."""
+    from serval_api.auth import KEY_LIMIT_FIELDS, KeyLimits
+
+    chosen: dict[str, int] = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in KEY_LIMIT_FIELDS or not number.strip().isdigit():
+            raise typer.BadParameter(
+                f"{value!r}: expected NAME=N with NAME one of {', '.join(KEY_LIMIT_FIELDS)}",
+                param_hint="--limit",
+            )
+        chosen[name] = int(number)
+    return KeyLimits(**chosen)
 
 
 @api_keys.command("list")

@@ -46,16 +46,28 @@ def _call(url: str, api_key: str | None, method: str, path: str, body: Any = Non
 
 
 def _size(count: int) -> str:
-    return f"{count / (1 << 30):.1f} GiB" if count else ""
+    if not count:
+        return ""
+    return f"{count / (1 << 30):.1f} GiB" if count >= 1 << 30 else f"{count / (1 << 20):.0f} MiB"
 
 
 def _models(node: dict[str, Any]) -> str:
-    held = []
+    """One line per loaded model (a set of weights, with its size), then the revisions it serves."""
+    groups: dict[str, list[dict[str, Any]]] = {}
     for model in node.get("models", []):
-        text = f"{model['engineId']}/{model['revision']} {model['state']}"
-        if model.get("message"):
-            text += f" ({model['message']})"
-        held.append(text)
+        groups.setdefault(model.get("weights") or f"{model['engineId']}/{model['revision']}", []).append(
+            model
+        )
+    held = []
+    for weights, revisions in groups.items():
+        size = max(revision.get("sizeBytes", 0) for revision in revisions)
+        name = weights[:14] if weights.startswith("w-") else weights
+        held.append(f"{name}{f' ({_size(size)})' if size else ''}:")
+        for model in revisions:
+            text = f"  {model['engineId']}/{model['revision']} {model['state']}"
+            if model.get("message"):
+                text += f" ({model['message']})"
+            held.append(text)
     return "\n".join(held)
 
 

@@ -21,7 +21,7 @@ class BuildOptionsError(ValueError):
 
 
 class JobOptions(BaseModel):
-    """What every family's build options share; each family adds its own (`options_class`)."""
+    """What every family's build options share; each family adds its own (`EngineFamily.options`)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -103,16 +103,3 @@ class BuildOptions(JobOptions):
         if problem is not None:
             raise ValueError(problem)
         return value
-
-
-def options_class(engine_type: str) -> type[JobOptions]:
-    """The build options of an engine type (`nmt`, `echo`, `smt-transfer`, `statistical`)."""
-    if engine_type == "smt-transfer":
-        from serval_common.smt_build_options import SmtBuildOptions
-
-        return SmtBuildOptions
-    if engine_type == "statistical":
-        from serval_common.alignment_build_options import AlignmentBuildOptions
-
-        return AlignmentBuildOptions
-    return BuildOptions

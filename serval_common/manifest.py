@@ -11,20 +11,20 @@ import os
 import shutil
 import threading
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from serval_common.names import base_model_name_problem, check_base_model_name, check_id
+from serval_common.model_revision import BASE_MODELS, TRAINING_CHECKPOINT, ModelRevision, weights_identity
+from serval_common.names import base_model_name_problem, check_base_model_name
 from serval_common.store import ModelStore, ObjectMissing, StoreError, StoreUnavailable, error_chain
 from serval_common.store.base import check_key, relative_path_problem
 
 MANIFEST = "manifest.json"
 
-BASE_MODELS = "base-models"
-"""The store folder holding base models: `base-models/{name}/`."""
 
 MAX_FILE_PATH_BYTES = 512
 
@@ -155,10 +155,6 @@ def publish_folder(store: ModelStore, prefix: str, folder: Path | None, manifest
     return manifest
 
 
-def revision_prefix(engine_id: str, revision: int) -> str:
-    return f"models/{check_id('engine', engine_id)}/{revision}"
-
-
 class ForeignRevision(ManifestError):
     """A revision folder's manifest names another build: it is not the caller's to remove."""
 
@@ -167,7 +163,7 @@ def remove_revision(store: ModelStore, engine_id: str, revision: int, *, build_i
     """Remove what build `build_id` wrote under `models/{engineId}/{revision}/` and return how
     many objects there were. The manifest goes first, so no reader ever sees a manifest whose
     files are going; a folder whose manifest names another build raises `ForeignRevision`."""
-    prefix = revision_prefix(engine_id, revision)
+    prefix = ModelRevision(engine_id, revision).checked_location()
     keys = store.list_keys(prefix)
     if not keys:
         return 0
@@ -201,12 +197,44 @@ def read_manifest(store: ModelStore, prefix: str) -> Manifest:
         raise ManifestError(f"{prefix}/{MANIFEST} is not a valid manifest: {exc}") from exc
 
 
-TRAINING_CHECKPOINT = "hf"
-"""The subfolder holding the Hugging Face checkpoint a build fine-tunes; serving never needs it."""
+@dataclass(frozen=True)
+class ResolvedRevision:
+    """A published folder's manifest, and where the files a node loads for it are."""
+
+    prefix: str
+    manifest: Manifest
+    files_prefix: str
+    """`weights_from` when the folder reuses a base model's weights, else `prefix`."""
+    files_manifest: Manifest
+
+    @property
+    def weights(self) -> str:
+        """The weights identity (`serval_common.model_revision`): what a node holds once."""
+        return weights_identity(self.prefix, self.manifest, self.files_manifest)
+
+    def serving_files(self) -> list[ManifestFile]:
+        """The files serving reads: all but the `hf/` training checkpoint."""
+        return [f for f in self.files_manifest.files if not f.path.startswith(f"{TRAINING_CHECKPOINT}/")]
+
+
+def resolve_revision(store: ModelStore, prefix: str) -> ResolvedRevision:
+    """Read the manifest of `prefix` and, for a folder that reuses weights, the manifest of the
+    folder holding them: two small reads, no model file."""
+    manifest = read_manifest(store, prefix)
+    if not manifest.weights_from:
+        return ResolvedRevision(prefix, manifest, prefix, manifest)
+    return ResolvedRevision(
+        prefix, manifest, manifest.weights_from, read_manifest(store, manifest.weights_from)
+    )
 
 
 def fetch_folder(
-    store: ModelStore, prefix: str, cache_dir: Path, *, with_checkpoint: bool = True
+    store: ModelStore,
+    prefix: str,
+    cache_dir: Path,
+    *,
+    with_checkpoint: bool = True,
+    resolved: ResolvedRevision | None = None,
 ) -> tuple[Manifest, Path]:
     """Return the manifest of `prefix` and a verified local copy of its weights.
 
@@ -217,18 +245,17 @@ def fetch_folder(
     again downloads afresh. A copy already in the cache is reused when every file is there at its
     manifest size (sha256 was verified when it was written); otherwise it is fetched again.
     `with_checkpoint=False` leaves out the `hf/` training checkpoint (what serving needs).
+    `resolved`: the manifests, when the caller read them already (`resolve_revision`).
     """
-    manifest = read_manifest(store, prefix)
-    source_prefix, files_manifest = prefix, manifest
-    if manifest.weights_from:
-        source_prefix = manifest.weights_from
-        files_manifest = read_manifest(store, source_prefix)
+    if resolved is None:
+        resolved = resolve_revision(store, prefix)
+    manifest, source_prefix, files_manifest = (
+        resolved.manifest,
+        resolved.files_prefix,
+        resolved.files_manifest,
+    )
     if not with_checkpoint:
-        files_manifest = files_manifest.model_copy(
-            update={
-                "files": [f for f in files_manifest.files if not f.path.startswith(f"{TRAINING_CHECKPOINT}/")]
-            }
-        )
+        files_manifest = files_manifest.model_copy(update={"files": resolved.serving_files()})
     files = files_manifest.files
     if not files:
         raise ManifestError(f"{source_prefix}/{MANIFEST} lists no files")

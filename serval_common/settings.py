@@ -39,6 +39,24 @@ class ApiSettings(BaseModel):
     request_timeout_s: float = 30.0
     max_segment_chars: int = 2000
     max_n_best: int = 20
+    public_base_model: str | None = Field(
+        default=None,
+        description="The base model that API keys bound to no engine translate with in the SIL Converters "
+        "and LibreTranslate dialects (any pair it knows); unset: `jobs.default_base_model`.",
+    )
+    public_base_model_enabled: bool = Field(
+        default=True,
+        description="Whether unbound keys may translate with the public base model; off, they get a "
+        "readable 400 and only keys bound to an engine translate in those dialects.",
+    )
+    max_text_chars: int = Field(
+        default=5000, description="The longest text one SIL Converters or LibreTranslate request may send."
+    )
+    text_load_wait_s: float = Field(
+        default=20.0,
+        description="How long a SIL Converters or LibreTranslate request waits for a model that is loading "
+        "before it answers 503 'loading, try again' (the load goes on); SIL Converters gives up at 30 s.",
+    )
     max_queued_requests: int = 1000
     lookup_cache_s: float = Field(
         default=1.0,
@@ -52,6 +70,13 @@ class ApiSettings(BaseModel):
         description="When every node holding a model revision is this busy (in-flight work over its slots), "
         "one more node loads it; 0 = never spread.",
     )
+    completion_load_wait_s: float = Field(
+        default=20.0,
+        ge=0.0,
+        description="How long a build's completion waits for the nodes serving the engine to load its new "
+        "revision, so that translations answered after the build reads Completed come from the new model; "
+        "it is then marked Completed either way. Keep it under the job's 30 s call deadline.",
+    )
     failed_load_retry_s: float = Field(
         default=60.0, description="How long after a node failed to load a model revision it is asked again."
     )
@@ -60,8 +85,33 @@ class ApiSettings(BaseModel):
         description="How often the model store is swept of revision and build folders that no build owns "
         "any more (left by a process that died mid-cleanup, or a store down at the time); 0 = never.",
     )
+    train_segment_check_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often each replica compares what its nodes' smt-transfer models have learned with "
+        "the engines' last trained segments and tells a node that lacks some to fetch them; it also checks "
+        "when a node reports a model ready and shortly after hearing a segment was trained anywhere.",
+    )
+    keep_previous_revisions: int = Field(
+        default=1,
+        ge=0,
+        description="Completed model revisions kept in the store besides each engine's current one (what "
+        "routing falls back on while a new revision loads). Older ones, and the `hf/` training checkpoints of "
+        "all but the current revision, are removed by the store sweep `revision_grace_s` after the build that "
+        "superseded them completed, unless a node still holds them.",
+    )
+    revision_grace_s: float = Field(
+        default=86400.0,
+        ge=0,
+        description="How long after a build supersedes a revision the store sweep may remove it (or its "
+        "`hf/` checkpoint): nodes finish swapping and download URLs issued for it expire meanwhile; keep it "
+        "above `download_url_ttl_s`.",
+    )
     node_token_check_s: float = Field(
-        default=0.5, description="How often connected nodes' tokens are checked for revocation."
+        default=5.0,
+        description="How often connected nodes' tokens are checked for revocations written to the database "
+        "by other means (`serval admin` on the database); a revocation through any replica disconnects "
+        "its nodes at once.",
     )
     metrics_enabled: bool = Field(
         default=True,
@@ -218,7 +268,8 @@ class AuthSettings(BaseModel):
     jwt_leeway_s: float = Field(default=0.0, description="Clock skew tolerated on `exp`/`nbf`/`iat`.")
     jwt_admin_scope_allowed: bool = Field(
         default=False,
-        description="Whether a JWT's `admin` scope counts. Off, it is dropped (the token keeps its other "
+        description="Whether a JWT's `admin` scope, and key management's (`create:api_keys`, "
+        "`read:api_keys`, `delete:api_keys`), count. Off, they are dropped (the token keeps its other "
         "scopes): whoever issues client JWTs does not also hand out the admin API unless you say so.",
     )
 
@@ -244,15 +295,90 @@ class WebhookSettings(BaseModel):
     max_attempts: int = Field(default=20, description="Attempts before a delivery is given up (Failed).")
     claim_lease_s: float = Field(
         default=60.0,
-        description="How long a claimed delivery is a replica's own; after it lapses (the replica died "
-        "mid-delivery) any replica sends it again. Keep it above `timeout_s`.",
+        gt=0.0,
+        description="How long a claimed delivery is a replica's own unless renewed: the replica renews its "
+        "claims every third of this for as long as it sends them, so only a replica that died (or lost the "
+        "database) mid-delivery lets them lapse, and then any replica sends them again.",
     )
-    batch_size: int = Field(default=32, description="The most deliveries one replica claims at once.")
+    batch_size: int = Field(
+        default=64,
+        ge=1,
+        description="The most deliveries one replica sends at once, over all hooks (each hook is sent "
+        "independently: a slow receiver holds only its own deliveries).",
+    )
+    hook_concurrency: int = Field(
+        default=4,
+        ge=1,
+        description="The most deliveries to one hook in flight at once, over all replicas; one build's "
+        "events go to a hook one after another, in order.",
+    )
+    owner_concurrency: int = Field(
+        default=16,
+        ge=1,
+        description="The most deliveries of one owner's hooks in flight at once, over all replicas; due "
+        "deliveries are claimed in turn between owners, so one owner's backlog never holds another's.",
+    )
+    max_hooks_per_owner: int = Field(
+        default=25, ge=1, description="The most hooks one owner may register (more answer 400)."
+    )
+    delivered_retention_s: float = Field(
+        default=7 * 86400.0,
+        ge=0.0,
+        description="How long a delivered event's record is kept before it is pruned; 0 = kept forever.",
+    )
+    failed_retention_s: float = Field(
+        default=30 * 86400.0,
+        ge=0.0,
+        description="How long a given-up delivery's record is kept before it is pruned; 0 = kept forever.",
+    )
+    prune_interval_s: float = Field(
+        default=600.0, gt=0.0, description="How often each replica prunes delivery records past retention."
+    )
 
     @field_validator("allowed_networks")
     @classmethod
     def _cidrs(cls, value: list[str]) -> list[str]:
         return [str(ip_network(cidr.strip(), strict=False)) for cidr in value]
+
+
+class LimitSettings(BaseModel):
+    """Per-key limits (docs/limits.md): one tenant cannot take what others need. An
+    administrator overrides them for one key (`serval admin api-key limits`, `PUT
+    /api/v1/admin/api-keys/{id}/limits`). Counted in the database, so every replica shares them and
+    a restart resets nothing. 0 = no limit."""
+
+    translate_per_minute: int = Field(
+        default=60_000,
+        ge=0,
+        description="Translate-type requests (translate, prefix, word graph, train-segment, word alignment, "
+        "the dialects' text translations) one API key may make per minute (a fixed minute for all replicas); "
+        "more answer 429 / RESOURCE_EXHAUSTED with Retry-After until the next minute.",
+    )
+    build_starts_per_hour: int = Field(
+        default=600,
+        ge=0,
+        description="Builds one owner may start per hour (word-alignment builds included); more answer 429.",
+    )
+    concurrent_long_polls: int = Field(
+        default=500,
+        ge=0,
+        description="Long polls (REST `min-revision` and build-feed waits, gRPC WatchBuild) one API key "
+        "may hold waiting at once over all replicas; more answer 429.",
+    )
+    refusal_delay_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=30.0,
+        description="How long a request over a per-key limit is held before its 429 / RESOURCE_EXHAUSTED "
+        "is sent (at most its Retry-After): a client that ignores Retry-After and sends again at once "
+        "then costs the service a handful of requests a second per connection, not hundreds; 0 = at once.",
+    )
+    long_poll_lease_s: float = Field(
+        default=60.0,
+        gt=0.0,
+        description="How long a replica's long poll counts stay in the database if it dies; a live replica "
+        "renews them every third of this.",
+    )
 
 
 class Settings(BaseSettings):
@@ -268,6 +394,7 @@ class Settings(BaseSettings):
     jobs: JobSettings = Field(default_factory=JobSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
 
     @cached_property
     def resolved_database_url(self) -> str:

@@ -61,3 +61,9 @@ class SmtBuildOptions(JobOptions):
         "and model size",
     )
     seed: int = Field(default=0, description="seeds the held-out split and the tuning sample")
+    capitalize_sentence_start: bool = Field(
+        default=False,
+        alias="capitalizeSentenceStart",
+        description="capitalise the first word of a segment that starts a sentence when the "
+        "truecaser leaves it lowercase; off: the first word as the model gives it, as Serval answers",
+    )

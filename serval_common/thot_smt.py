@@ -15,8 +15,9 @@ A revision is published under `models/{engineId}/{revision}/` like every other (
 
 Translation lowercases and tokenizes the source with sil-machine's Latin word tokenizer, decodes,
 truecases the target tokens (capitalising the first word of a segment that starts a sentence when
-the truecaser leaves it lowercase: the unigram truecaser never learns sentence-initial casing)
-and detokenizes with the Latin word detokenizer.
+the truecaser leaves it lowercase, only when the build asked for it with `capitalizeSentenceStart`:
+Serval answers the first word as the model gives it, and the unigram truecaser never learns
+sentence-initial casing) and detokenizes with the Latin word detokenizer.
 
 Only this module's stdlib-and-pydantic parts load eagerly; Thot is imported where it is used.
 """
@@ -76,6 +77,9 @@ class SmtFolder(BaseModel):
     config: str = CONFIG_FILE
     truecaser: str | None = TRUECASER_FILE
     decoder: DecoderSettings = Field(default_factory=DecoderSettings)
+    capitalize_sentence_start: bool = Field(
+        default=False, description="the build option `capitalizeSentenceStart`: translations capitalise"
+    )
 
     def write(self, folder: Path) -> None:
         (folder / SETTINGS_FILE).write_text(self.model_dump_json(indent=2), encoding="utf-8")

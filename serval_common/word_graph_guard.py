@@ -1,6 +1,6 @@
 """sil-machine's error-correcting word-graph processor, guarded, and word graphs as sil-machine
 holds them: what both the client (`serval_cli.interactive`) and the `smt-transfer` node backend
-(`inference_gpu.families.smt`, prefix-constrained translation) drive word graphs with.
+(`inference_gpu.families.smt_engine`, prefix-constrained translation) drive word graphs with.
 
 sil-machine 1.9.2's `ErrorCorrectionWordGraphProcessor` (which `InteractiveTranslator` builds)
 cannot be driven safely as it is: it gathers its hypotheses in a `queue.PriorityQueue(maxsize=1000)`
@@ -36,15 +36,22 @@ from machine.translation import (
 from machine.translation import error_correction_word_graph_processor as _processor_module
 from machine.translation.error_correction_word_graph_processor import ErrorCorrectionWordGraphProcessor
 
-from serval.translation.v1 import engine_pb2
+from serval_common import families
+from serval_common.core import TranslationSource
+from serval_common.core import WordGraph as CoreGraph
 
 MAX_RESULTS = 1000
 """The most results one search of a guarded processor yields (the library meant 1,000 too)."""
 
-_PROTO_SOURCES = {
-    engine_pb2.TRANSLATION_SOURCE_SECONDARY: "Secondary",
-    engine_pb2.TRANSLATION_SOURCE_HUMAN: "Human",
-}
+_SOURCE_NAMES = (
+    (TranslationSource.PRIMARY, "Primary"),
+    (TranslationSource.SECONDARY, "Secondary"),
+    (TranslationSource.HUMAN, "Human"),
+)
+
+
+def _names(source: TranslationSource) -> list[str]:
+    return [name for flag, name in _SOURCE_NAMES if flag in source]
 
 
 def machine_sources(names: Sequence[str], primary: TranslationSources) -> TranslationSources:
@@ -59,20 +66,21 @@ def machine_sources(names: Sequence[str], primary: TranslationSources) -> Transl
 
 
 def primary_source(engine_type: str) -> TranslationSources:
-    """The sil-machine flag of an engine type's own model."""
-    return (
-        TranslationSources.SMT
-        if engine_type.lower() in ("smt-transfer", "smttransfer")
-        else TranslationSources.NMT
-    )
+    """The sil-machine flag of an engine type's own model; `engine_type` as Serval's REST names it
+    (`smt-transfer`) or as its C# enum does (`SmtTransfer`). An unknown type reads as NMT."""
+    loose = engine_type.replace("-", "").lower()
+    for family in families.families():
+        if family.name.replace("-", "") == loose:
+            return TranslationSources[family.machine_source]
+    return TranslationSources.NMT
 
 
 def to_machine(
-    graph: engine_pb2.WordGraph | Mapping[str, Any], primary: TranslationSources = TranslationSources.NMT
+    graph: CoreGraph | Mapping[str, Any], primary: TranslationSources = TranslationSources.NMT
 ) -> WordGraph:
-    """sil-machine's `WordGraph` of a word graph as gRPC (`serval.translation.v1.WordGraph`) or REST
-    (its JSON, camelCase) answers it."""
-    if isinstance(graph, engine_pb2.WordGraph):
+    """sil-machine's `WordGraph` of a word graph of the core model (`serval_common.core`) or as
+    REST answers it (its JSON, camelCase)."""
+    if isinstance(graph, CoreGraph):
         arcs = [
             _arc(
                 arc.prev_state,
@@ -83,7 +91,7 @@ def to_machine(
                 arc.source_segment_start,
                 arc.source_segment_end,
                 [(a.source_index, a.target_index) for a in arc.alignment],
-                [[_PROTO_SOURCES.get(v, "Primary") for v in s.values] for s in arc.sources],
+                [_names(source) for source in arc.sources],
                 primary,
             )
             for arc in graph.arcs

@@ -1,14 +1,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import TEST_DATABASE_URL, free_port, fresh_database, verse_pairs, wait_for_port
+from tests.helpers import TEST_DATABASE_URL, free_port, fresh_database, start_moto_server, verse_pairs
 
 DATABASE_FIXTURES = frozenset({"database_url", "e2e_database_url"})
 
@@ -29,6 +27,18 @@ POSTGRES_PASS_MODULES = frozenset(
 )
 """Slow modules that use no database: under `make test` the PostgreSQL pass runs them instead of
 the SQLite pass, so the two passes, running side by side, end at about the same time."""
+
+
+TEST_CONTROLS = ("SERVAL_TEST_", "SERVAL_CONFORMANCE_REPORT", "SERVAL_SOAK_S")
+"""Variables that steer the suite itself; every other `SERVAL_*` (and `CLEARML_*`) variable of the
+shell that runs pytest is dropped, so a setting left in a developer's environment cannot change
+what a test sees (tests that want one set it themselves)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in list(os.environ):
+        if (name.startswith("SERVAL_") and not name.startswith(TEST_CONTROLS)) or name.startswith("CLEARML_"):
+            del os.environ[name]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -85,6 +95,24 @@ def tiny_ct2_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+@pytest.fixture(scope="session")
+def thot_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small `smt-transfer` model folder: Thot trained on 300 English→Swahili verse pairs (the
+    first 300 of `verse_pairs`; the verses after them are unseen)."""
+    from build_jobs.data import split_corpus
+    from build_jobs.smt.train import train_smt
+    from serval_common.smt_build_options import SmtBuildOptions
+
+    sources, targets = verse_pairs("engwebp", "swh1850", THOT_MODEL_PAIRS)
+    corpus = split_corpus(sources, targets, eval_share=0.05, seed=0)
+    model = tmp_path_factory.mktemp("thot") / "model"
+    train_smt(corpus, SmtBuildOptions(), model, phase=lambda _f, _m: None, should_cancel=lambda: False)
+    return model
+
+
+THOT_MODEL_PAIRS = 300
+
+
 @pytest.fixture
 def database_url(tmp_path: Path) -> Iterator[str]:
     """An empty database for this test alone, on SQLite or on SERVAL_TEST_DATABASE_URL's server."""
@@ -96,15 +124,8 @@ def database_url(tmp_path: Path) -> Iterator[str]:
 def moto_endpoint() -> Iterator[str]:
     """A real S3-protocol server (moto) on a loopback port."""
     port = free_port()
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    server = start_moto_server(port)
     try:
-        wait_for_port(port, server)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()

@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
+import pytest
 from sqlalchemy.engine import make_url
 
 from serval_common.store import ModelStore
@@ -26,10 +29,37 @@ EBIBLE = REPO.parent / "shared" / "data" / "ebible-nt"
 TEST_DATABASE_URL = "SERVAL_TEST_DATABASE_URL"
 
 
+def unavailable(reason: str) -> NoReturn:
+    """Skip a test for something this machine lacks (a tool, a package, the shared corpus), but fail
+    it under CI (`CI=true`), where `make test` installs everything: a test skipped there for the
+    machine's history would pass on one machine and never run on another."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"under CI every test runs, but this one lacks: {reason}")
+    pytest.skip(reason)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def start_moto_server(port: int) -> subprocess.Popen[bytes]:
+    """A real S3-protocol server (moto) on a loopback port, listening once this returns; the
+    caller terminates it."""
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_for_port(port, server)
+    except BaseException:
+        server.terminate()
+        raise
+    return server
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes] | None = None, timeout_s: float = 30) -> None:
@@ -93,6 +123,20 @@ def _postgres_execute(server: str, sql: str) -> None:
             await connection.close()
 
     asyncio.run(execute())
+
+
+def distinct_weights(model_dir: Path, tag: str) -> Path:
+    """A copy of `model_dir` with one file more, so its weights identity differs from the
+    original's (as a fine-tune's would): revisions published from it are not aliases of one loaded
+    model (`serval_common.model_revision`). Made once per tag beside `model_dir`."""
+    target = model_dir.parent / f"{model_dir.name}-weights-{tag}"
+    if not target.is_dir():
+        partial = model_dir.parent / f".{target.name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(model_dir, partial)
+        (partial / "weights-variant.txt").write_text(f"{tag}\n")
+        partial.rename(target)
+    return target
 
 
 def publish_tiny_base_model(store: ModelStore, ct2_dir: Path, name: str = "tiny") -> None:

@@ -23,7 +23,8 @@ from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval.word_alignment.v1 import platform_pb2 as wa_platform_pb2
 from serval.word_alignment.v1 import platform_pb2_grpc as wa_platform_pb2_grpc
 from serval_common.alignment_build_options import AlignmentBuildOptions
-from serval_common.build_options import BuildOptionsError, options_class
+from serval_common.build_options import BuildOptionsError
+from serval_common.families import STATISTICAL
 from serval_common.jobs import CANCELED_EXIT_CODE, WORD_ALIGN_INPUT, JobSpec
 from serval_common.manifest import fetch_folder, read_manifest
 from serval_common.settings import JobSettings, Settings
@@ -350,7 +351,7 @@ def test_without_the_word_alignment_execution_data_call_the_count_goes_to_the_tr
 
 
 def test_build_options_take_serval_style_names_and_refuse_bad_values() -> None:
-    options = options_class("statistical").parse(
+    options = STATISTICAL.options.parse(
         '{"modelType": "hmm", "symmetrizationHeuristic": "intersection", "iterations": 3, "maxSegments": 9}'
     )
     assert isinstance(options, AlignmentBuildOptions)

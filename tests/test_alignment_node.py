@@ -20,7 +20,7 @@ from inference_gpu.families.alignment import AlignmentModel, ModelClosed
 from inference_gpu.families.base import Capability, InputTooLong
 from inference_gpu.node import InferenceNode
 from serval.inference.v1 import node_pb2
-from serval.word_alignment.v1 import engine_pb2
+from serval_common.core import WordAlignmentResult
 from serval_common.manifest import Manifest, fetch_folder
 from serval_common.settings import NodeSettings, Settings, StoreSettings
 from serval_common.store import ModelStore, open_store
@@ -70,7 +70,7 @@ def model(published: Published) -> Iterator[AlignmentModel]:
     asyncio.run(loaded.close())
 
 
-def pairs(result: engine_pb2.WordAlignmentResult) -> dict[tuple[str, str], float]:
+def pairs(result: WordAlignmentResult) -> dict[tuple[str, str], float]:
     return {
         (result.source_tokens[k.source_index], result.target_tokens[k.target_index]): k.score
         for k in result.alignment
@@ -122,7 +122,7 @@ def test_refuses_empty_and_over_long_segments(model: AlignmentModel) -> None:
 
 
 def test_calls_run_one_at_a_time_and_a_close_without_drain_fails_the_queued(model: AlignmentModel) -> None:
-    async def scenario() -> list[engine_pb2.WordAlignmentResult | BaseException]:
+    async def scenario() -> list[WordAlignmentResult | BaseException]:
         calls = [asyncio.create_task(model.align(SOURCE, TARGET)) for _ in range(4)]
         await asyncio.sleep(0)
         assert model.pending == 4
@@ -132,7 +132,7 @@ def test_calls_run_one_at_a_time_and_a_close_without_drain_fails_the_queued(mode
         return await asyncio.gather(*calls, return_exceptions=True)
 
     outcomes = asyncio.run(scenario())
-    assert isinstance(outcomes[0], engine_pb2.WordAlignmentResult), "the running call finishes"
+    assert isinstance(outcomes[0], WordAlignmentResult), "the running call finishes"
     assert all(isinstance(o, ModelClosed) for o in outcomes[1:]), outcomes
     assert model.pending == 0
 

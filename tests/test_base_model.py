@@ -10,6 +10,7 @@ from build_jobs.base_model import convert_to_ctranslate2, import_hf_checkpoint, 
 from build_jobs.base_model.tiny import make_tiny_model
 from build_jobs.base_model.tokenizer import load_nllb_tokenizer
 from serval_common.languages import NLLB_LANGUAGE_CODES
+from tests.helpers import unavailable
 
 DATA = Path(__file__).parents[2] / "shared/data/ebible-nt"
 STEPS = 30
@@ -35,7 +36,7 @@ def _verses(name: str) -> list[str]:
 @pytest.fixture(scope="module")
 def corpus() -> Corpus:
     if not DATA.is_dir():
-        pytest.skip(f"the eBible corpus is not at {DATA}")
+        unavailable(f"the eBible corpus is not at {DATA}")
     pairs = [
         (e.strip(), s.strip())
         for e, s in zip(_verses("engwebp.txt"), _verses("swh1850.txt"), strict=True)

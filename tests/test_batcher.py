@@ -10,7 +10,7 @@ import pytest
 
 from inference_gpu.backends import Hypothesis, TranslateRequest
 from inference_gpu.backends.ctranslate2 import CTranslate2Backend
-from inference_gpu.batcher import BatcherClosed, MicroBatcher
+from inference_gpu.batcher import COMPANY_PROBE_EVERY, BatcherClosed, MicroBatcher
 from inference_gpu.nllb import NllbTokenizer
 from serval_common.settings import NodeSettings
 from tests.helpers import verse_pairs
@@ -96,7 +96,8 @@ def test_requests_with_different_decoding_settings_are_not_mixed(
         return answers
 
     answers = asyncio.run(run())
-    assert len(recorder.calls) == 3
+    # The first request starts alone at the idle model; the rest queue, one batch per setting.
+    assert len(recorder.calls) == 4 and len(recorder.calls[0]) == 1
     for call in recorder.calls:
         assert len({r.key for r in call}) == 1
     for request, answer in zip(mixed, answers, strict=True):
@@ -114,7 +115,7 @@ def test_a_failing_batch_fails_every_caller(tiny_ct2_model: Path, requests: list
         return answers
 
     answers = asyncio.run(run())
-    assert batcher.stats.calls == 1
+    assert batcher.stats.calls == 2, "the first request alone at the idle model, then the other four"
     assert all(isinstance(a, RuntimeError) and "unloaded" in str(a) for a in answers)
 
 
@@ -190,35 +191,58 @@ def test_a_burst_at_an_idle_model_waits_a_share_of_a_lone_request(
 def test_a_cancelled_request_is_skipped(
     backend: CTranslate2Backend, requests: list[TranslateRequest]
 ) -> None:
+    """A request cancelled while it waits behind a running batch never reaches the backend."""
     recorder = Recorder(backend)
-    batcher: Batcher = MicroBatcher(recorder, max_batch_size=8, max_wait_ms=20)
+    gate = threading.Event()
+
+    def held(batch: list[TranslateRequest]) -> list[list[Hypothesis]]:
+        gate.wait(30)
+        return recorder(batch)
+
+    batcher: Batcher = MicroBatcher(held, max_batch_size=8, max_wait_ms=20)
 
     async def run() -> list[Hypothesis]:
-        cancelled = asyncio.ensure_future(batcher.submit(requests[0]))
-        kept = asyncio.ensure_future(batcher.submit(requests[1]))
+        running = asyncio.ensure_future(batcher.submit(requests[0]))
+        await asyncio.sleep(0)
+        cancelled = asyncio.ensure_future(batcher.submit(requests[1]))
+        kept = asyncio.ensure_future(batcher.submit(requests[2]))
         await asyncio.sleep(0)
         cancelled.cancel()
+        gate.set()
+        await running
         answer = await kept
         await batcher.close()
         return answer
 
     assert asyncio.run(run())
-    assert [len(call) for call in recorder.calls] == [1]
+    assert [call for call in recorder.calls] == [[requests[0]], [requests[2]]]
 
 
-def test_the_model_position_limit_caps_input_and_output(
-    tiny_ct2_model: Path, requests: list[TranslateRequest]
+def test_requests_stop_waiting_for_company_that_never_comes(
+    backend: CTranslate2Backend, requests: list[TranslateRequest]
 ) -> None:
-    settings = NodeSettings(device="cpu", compute_type="int8", max_decoding_length=200)
-    source = TranslateRequest([*requests[0].source[:-1] * 3, "</s>"], ["swh_Latn"])
-    too_long = TranslateRequest([*requests[0].source[:-1] * 20, "</s>"], ["swh_Latn"])
-    assert len(too_long.source) > 256
-    free = CTranslate2Backend.load(tiny_ct2_model, settings)
-    capped = CTranslate2Backend.load(tiny_ct2_model, settings, max_positions=8)
-    try:
-        assert len(free.translate([source])[0][0].tokens) > 7, "the uncapped output runs longer"
-        assert len(capped.translate([source])[0][0].tokens) <= 7
-        assert len(capped.translate([too_long])[0][0].tokens) <= 7, "inputs past the limit are cut"
-    finally:
-        free.unload()
-        capped.unload()
+    """One client, one request after another: each would wait 5% of a lone request for nobody.
+    Once waiting has stopped gaining company the batcher stops waiting, bar a probe every
+    `COMPANY_PROBE_EVERY` requests, and a burst still shares one batch."""
+
+    def slow(batch: list[TranslateRequest]) -> list[list[Hypothesis]]:
+        time.sleep(0.04)
+        return backend.translate(batch)
+
+    batcher: Batcher = MicroBatcher(slow, max_batch_size=8, max_wait_ms=10_000)
+    waits: list[float] = []
+    batcher.on_result = lambda _requests, queued, _seconds, _results: waits.extend(queued)
+
+    async def run() -> None:
+        await batcher.submit(requests[0])
+        assert batcher.wait_limit_s >= 0.001, "at first a lone request waits a share of its cost"
+        for request in requests * 2:
+            await batcher.submit(request)
+        waits.clear()
+        for request in requests * 2:
+            await batcher.submit(request)
+        await batcher.close()
+
+    asyncio.run(run())
+    waited = [w for w in waits if w >= 0.001]
+    assert len(waits) == 2 * len(requests) and len(waited) <= 2 * len(requests) // COMPANY_PROBE_EVERY + 1

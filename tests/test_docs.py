@@ -33,6 +33,7 @@ from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from serval_cli.main import app
+from tests.helpers import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -316,8 +317,9 @@ def running_api(tmp_path: Path) -> Iterator[Any]:
         api.close()
 
 
-@pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")), reason="needs curl and jq")
 def test_guide_examples_run(running_api: Any) -> None:
+    if not (shutil.which("curl") and shutil.which("jq")):
+        unavailable("the guide's shell examples need curl and jq (scripts/system-packages.sh installs them)")
     shell, python = guide_examples()
     env = {
         **os.environ,

@@ -10,13 +10,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm  # the dev extra: helm-python-sdk and kubernetes-validate
+import kubernetes_validate
 import pytest
-
-helm = pytest.importorskip("helm_python", reason="helm-python-sdk (dev extra) renders the chart")
-kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (dev extra)")
-yaml = pytest.importorskip("yaml")
-
-from helm_python import _native  # noqa: E402
+import yaml
+from helm_python import _native
 
 HELM = Path(__file__).resolve().parents[1] / "helm"
 CHART = HELM / "serval-live"
@@ -276,6 +274,44 @@ def test_small_node_runs_on_the_cpu_without_a_gpu() -> None:
     assert env_of(container)["SERVAL_NODE__DEVICE"]["value"] == "cpu"
     cache_volume = next(v for v in node["spec"]["template"]["spec"]["volumes"] if v["name"] == "cache")
     assert cache_volume["emptyDir"]["sizeLimit"] == "5Gi"
+
+
+def node_budgets(values: dict[str, Any]) -> tuple[int, int]:
+    """The node's memory and disk-cache budgets as the rendered Deployment sets them."""
+    docs = documents(render(values, api_versions=(MONITORING,)))
+    [node] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-node")]
+    env = env_of(node["spec"]["template"]["spec"]["containers"][0])
+    return (
+        int(env["SERVAL_NODE__MEMORY_BUDGET_BYTES"]["value"]),
+        int(env["SERVAL_NODE__CACHE_BUDGET_BYTES"]["value"]),
+    )
+
+
+def test_node_budgets_follow_its_resources_and_cache_volume() -> None:
+    """The node keeps its models within its memory and its model files within the cache volume:
+    three quarters of one GPU's memory (or of the container's memory limit on a CPU node), and 80%
+    of the cache volume, unless the values give them."""
+    gib = 1 << 30
+    assert node_budgets(values_file("values-large.yaml")) == (int(0.75 * 80 * gib), int(0.8 * 100 * gib))
+    assert node_budgets(values_file("values-small.yaml")) == (int(0.75 * 4 * gib), int(0.8 * 5 * gib))
+    no_gpu_memory = large_with(node__gpu={"count": 1, "resourceName": "nvidia.com/gpu", "memory": ""})
+    assert node_budgets(no_gpu_memory)[0] == int(0.75 * 48 * gib), "the memory limit, without gpu.memory"
+    requests_only = large_with(
+        node__gpu={"count": 0}, node__resources={"requests": {"memory": "1500M"}, "limits": None}
+    )
+    assert node_budgets(requests_only)[0] == int(0.75 * 1.5e9)
+    unlimited = large_with(node__resources={"requests": None, "limits": None}, node__gpu={"count": 0})
+    assert node_budgets(unlimited) == (0, int(0.8 * 100 * gib)), "no memory said: no derived budget"
+    given = large_with(node__memoryBudgetBytes=12345, node__cache__budgetBytes=0)
+    assert node_budgets(given) == (12345, 0), "given values win; 0 is unlimited"
+    fractions = large_with(
+        node__memoryBudgetFraction=0.5, node__cache__budgetFraction=0.5, node__cache__sizeLimit="1.5Gi"
+    )
+    assert node_budgets(fractions) == (40 * gib, int(0.75 * gib))
+    shared = large_with(node__cache={"type": "existingClaim", "existingClaim": "models", "sizeLimit": "1Ti"})
+    assert node_budgets(shared)[1] == 0, "a cache shared by every node gets no derived budget"
+    with pytest.raises(helm.HelmError, match="not a quantity of bytes"):
+        node_budgets(large_with(node__cache__sizeLimit="lots"))
 
 
 def test_large_has_autoscaling_disruption_budgets_ingress_and_monitoring() -> None:

@@ -33,7 +33,7 @@ from serval_cli.interactive import GuardedInteractiveTranslator, ServalInteracti
 from serval_common.manifest import Manifest
 from serval_common.settings import ApiSettings, NodeSettings, Settings
 from serval_common.word_graph_guard import GuardedWordGraphProcessor, HypothesisQueue, to_machine
-from tests.api.conftest import RunningApi
+from tests.api.conftest import RunningApi, wait_for_build
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY_QUEUE_SIZE = 1000
@@ -276,7 +276,8 @@ def echo_service(tmp_path: Path, database_url: str) -> Iterator[tuple[RunningApi
             engine = client.post(
                 "/translation/engines", json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "echo"}
             ).json()
-            assert client.post(f"/translation/engines/{engine['id']}/builds", json={}).status_code == 201
+            build = client.post(f"/translation/engines/{engine['id']}/builds", json={})
+            assert build.status_code == 201 and wait_for_build(client, build.json())["state"] == "Completed"
         yield running, api_key, engine["id"]
     finally:
         running.close()

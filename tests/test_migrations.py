@@ -18,8 +18,10 @@ from sqlalchemy.engine import Connection
 
 from serval_api.db.database import Database
 from serval_api.db.migrations import UnmanagedSchema, context_options, downgrade, upgrade
-from serval_api.db.models import Base
+from serval_api.db.models import ApiKey, Base
+from serval_api.rest.api_keys import api_key_dto
 from serval_api.service import build_corpora
+from serval_api.service.keys import authenticate_api_key, hash_secret
 
 
 def differences(connection: Connection) -> list[Any]:
@@ -269,3 +271,40 @@ def test_engines_next_model_revision_is_backfilled_past_every_revision_given(dat
     assert upgraded == {"built": 4, "unbuilt": 1, "odd": 6}
     assert kept == 4, "dropping the column keeps the engines' builds"
     assert again == upgraded
+
+
+def test_api_keys_made_before_names_and_expiry_keep_working(database_url: str) -> None:
+    """0010 adds `name` and `expires_at` in place: a key written under 0009 is still found by its
+    hash, authenticates (it never expires) and reads its prefix as its name; down and up again
+    keeps it."""
+
+    async def check() -> tuple[Any, ...]:
+        db = Database(database_url)
+        try:
+            async with db.engine.begin() as conn:
+                await conn.run_sync(lambda c: upgrade(c, "0009"))
+                await conn.execute(
+                    text(
+                        "INSERT INTO api_keys (id, owner, scopes, key_hash, prefix, created_at)"
+                        " VALUES ('k1', 'me', :scopes, :hash, 'serval_abcdef', CURRENT_TIMESTAMP)"
+                    ),
+                    {"scopes": '["read:files"]', "hash": hash_secret("serval_old-key")},
+                )
+            await db.migrate()
+            caller = await authenticate_api_key(db, "serval_old-key")
+            async with db.session() as s:
+                record = await s.get(ApiKey, "k1")
+                assert record is not None
+                dto = api_key_dto("http://x", record)
+            async with db.engine.begin() as conn:
+                await conn.run_sync(lambda c: downgrade(c, "0009"))
+            async with db.engine.connect() as conn:
+                kept = (await conn.execute(text("SELECT count(*) FROM api_keys"))).scalar_one()
+            await db.migrate()
+            return caller, dto.name, dto.expires_at, kept
+        finally:
+            await db.close()
+
+    caller, name, expires_at, kept = asyncio.run(check())
+    assert caller is not None and caller.owner == "me" and caller.expires_at is None
+    assert (name, expires_at, kept) == ("serval_abcdef", None, 1)

@@ -1,19 +1,29 @@
-"""The node's memory budget: least recently used idle models make room; busy ones never do."""
+"""The node's memory budget: least recently used idle models make room; busy ones never do; an
+`smt-transfer` model counts what its worker process holds; an unload does not stop the node's
+event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
 
 import ctranslate2
 import pytest
 
+from build_jobs.publish import publish_revision
+from inference_gpu.backends import BACKENDS
+from inference_gpu.backends.ctranslate2 import CTranslate2Backend
+from inference_gpu.families.nmt import NmtModel
+from inference_gpu.families.smt import SmtModel
 from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import MemoryBudgetExceeded, ModelManager
 from serval.inference.v1 import node_pb2
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.settings import NodeSettings, Settings
 from serval_common.store import open_store
+from tests.helpers import distinct_weights
 
 
 def ref(revision: int) -> node_pb2.ModelRef:
@@ -32,7 +42,8 @@ def manager(tmp_path: Path, model_dir: Path, budget_models: float) -> tuple[Mode
             target_language="swh_Latn",
             ctranslate2_version=ctranslate2.__version__,
         )
-        size = publish_folder(store, f"models/e1/{revision}", model_dir, manifest).size_bytes
+        folder = distinct_weights(model_dir, str(revision))
+        size = publish_folder(store, f"models/e1/{revision}", folder, manifest).size_bytes
     settings = Settings(home=tmp_path, node=NodeSettings(memory_budget_bytes=int(size * budget_models)))
     models = ModelManager(settings, store, NodeMetrics())
     events: list[str] = []
@@ -114,7 +125,8 @@ def test_the_disk_cache_keeps_to_its_budget_evicting_unloaded_revisions_first(
                 target_language="swh_Latn",
                 ctranslate2_version=ctranslate2.__version__,
             )
-            size = publish_folder(store, f"models/e1/{revision}", tiny_ct2_model, manifest).size_bytes
+            folder = distinct_weights(tiny_ct2_model, str(revision))
+            size = publish_folder(store, f"models/e1/{revision}", folder, manifest).size_bytes
         settings = Settings(home=tmp_path, node=NodeSettings(cache_budget_bytes=int(size * 2.5)))
         models = ModelManager(settings, store, NodeMetrics())
 
@@ -147,5 +159,195 @@ def test_the_disk_cache_keeps_to_its_budget_evicting_unloaded_revisions_first(
             await unlimited.unload(ref(revision))
         assert sorted(cached_revisions(unlimited)) == [1, 2, 3, 4], "0 = unlimited: nothing is deleted"
         await unlimited.close()
+
+    asyncio.run(scenario())
+
+
+def test_revisions_sharing_weights_are_one_model_to_the_budget_and_to_eviction(
+    tmp_path: Path, tiny_ct2_model: Path
+) -> None:
+    """Five inference-only revisions of one base model fit a budget of one and a half models: they
+    are one loaded model. A second set of weights evicts it, with every revision it served."""
+
+    async def scenario() -> None:
+        store = open_store((tmp_path / "store").as_uri())
+        base = publish_folder(
+            store, "base-models/tiny", tiny_ct2_model, Manifest(kind="base-model", name="tiny")
+        )
+        for engine in range(5):
+            publish_folder(
+                store,
+                f"models/e{engine}/1",
+                None,
+                Manifest(
+                    kind="model-revision", engine_id=f"e{engine}", revision=1, weights_from="base-models/tiny"
+                ),
+            )
+        other = publish_folder(
+            store,
+            "models/tuned/1",
+            distinct_weights(tiny_ct2_model, "tuned"),
+            Manifest(kind="model-revision", engine_id="tuned", revision=1),
+        )
+        settings = Settings(home=tmp_path, node=NodeSettings(memory_budget_bytes=int(base.size_bytes * 1.5)))
+        models = ModelManager(settings, store, NodeMetrics())
+        events: list[str] = []
+        models.listeners.append(
+            lambda s: events.append(f"{s.model.location}:{node_pb2.ModelState.Name(s.state)}")
+        )
+        refs = [node_pb2.ModelRef(engine_id=f"e{i}", revision=1, location=f"models/e{i}/1") for i in range(5)]
+        served = {id(await models.get(ref)) for ref in refs}
+        assert len(served) == 1, "every revision is served by the same loaded model"
+        assert models.loaded() == [ref.location for ref in refs]
+        assert models.bytes_held() == base.size_bytes, "the shared weights count once"
+        assert models.metrics is not None and models.metrics.load_time._sum.get() > 0
+        assert models.metrics.models_loaded._value.get() == 1
+        assert models.metrics.revisions_loaded._value.get() == 5
+        statuses = models.statuses()
+        assert len({s.model.weights for s in statuses}) == 1 and {s.size_bytes for s in statuses} == {
+            base.size_bytes
+        }
+
+        await models.get(node_pb2.ModelRef(engine_id="tuned", revision=1, location="models/tuned/1"))
+        assert models.loaded() == ["models/tuned/1"]
+        assert models.bytes_held() == other.size_bytes
+        assert models.metrics.evictions._value.get() == 1, "one eviction unloaded all five revisions"
+        assert {f"{ref.location}:MODEL_STATE_UNLOADED" for ref in refs} <= set(events)
+        await models.close()
+
+    asyncio.run(scenario())
+
+
+def test_unloading_one_revision_keeps_the_weights_its_sibling_serves(
+    tmp_path: Path, tiny_ct2_model: Path
+) -> None:
+    async def scenario() -> None:
+        store = open_store((tmp_path / "store").as_uri())
+        publish_folder(store, "base-models/tiny", tiny_ct2_model, Manifest(kind="base-model", name="tiny"))
+        refs = []
+        for engine in ("a", "b"):
+            publish_folder(
+                store,
+                f"models/{engine}/1",
+                None,
+                Manifest(
+                    kind="model-revision", engine_id=engine, revision=1, weights_from="base-models/tiny"
+                ),
+            )
+            refs.append(node_pb2.ModelRef(engine_id=engine, revision=1, location=f"models/{engine}/1"))
+        models = ModelManager(Settings(home=tmp_path), store, NodeMetrics())
+        model = await models.get(refs[0])
+        weights = models.statuses()[0].model.weights
+        # The API service names the weights: the second engine is aliased without reading its manifest.
+        store.delete("models/b/1/manifest.json")
+        shared = node_pb2.ModelRef(engine_id="b", revision=1, location="models/b/1", weights=weights)
+        assert await models.get(shared) is model
+        await models.unload(refs[0])
+        assert models.loaded() == ["models/b/1"]
+        assert await models.get(shared) is model
+        await models.unload(shared)
+        assert models.loaded() == [] and models.bytes_held() == 0
+        await models.close()
+
+    asyncio.run(scenario())
+
+
+def resident_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_an_smt_model_counts_what_its_worker_process_holds(tmp_path: Path, thot_model: Path) -> None:
+    """An `smt-transfer` model runs in a worker process of its own, whose resident memory is far
+    larger than the model's folder: the budget counts the process (read again each time, as the
+    model grows by learning), so a budget room for one such model holds one, not dozens."""
+
+    async def no_segments(
+        ref: node_pb2.ModelRef, after_seq: int
+    ) -> tuple[list[node_pb2.TrainSegmentOp], int]:
+        return [], after_seq
+
+    async def scenario() -> None:
+        store = open_store((tmp_path / "store").as_uri())
+        for engine in ("smt-a", "smt-b"):
+            manifest = Manifest(
+                kind="model-revision",
+                backend="thot-smt",
+                engine_id=engine,
+                revision=1,
+                build_id=f"build-{engine}",
+                source_language="en",
+                target_language="sw",
+            )
+            folder_bytes = publish_revision(store, manifest, thot_model).size_bytes
+        measure = ModelManager(Settings(home=tmp_path / "measure"), store, segment_source=no_segments)
+        first = await measure.get(smt_ref("smt-a"))
+        assert isinstance(first, SmtModel)
+        held = measure.bytes_held()
+        assert held > 10 * folder_bytes, "the worker process, not the folder"
+        assert abs(held - resident_bytes(first.worker_process_id)) < 0.05 * held
+        await measure.close()
+
+        settings = Settings(home=tmp_path, node=NodeSettings(memory_budget_bytes=int(held * 1.5)))
+        models = ModelManager(settings, store, NodeMetrics(), segment_source=no_segments)
+        a = await models.get(smt_ref("smt-a"))
+        assert isinstance(a, SmtModel)
+        await a.train_segment("In the beginning", "Hapo mwanzo", True, 1)
+        assert abs(models.bytes_held() - resident_bytes(a.worker_process_id)) < 0.05 * held
+        await models.get(smt_ref("smt-b"))
+        assert models.loaded() == ["models/smt-b/1"], "two worker processes do not fit: the idle one went"
+        assert models.metrics is not None and models.metrics.evictions._value.get() == 1
+        await models.close()
+
+    asyncio.run(scenario())
+
+
+def smt_ref(engine_id: str) -> node_pb2.ModelRef:
+    return node_pb2.ModelRef(engine_id=engine_id, revision=1, location=f"models/{engine_id}/1")
+
+
+class SlowUnload(CTranslate2Backend):
+    """The real CTranslate2 backend whose unload, like a large model's, takes a while: it lasts
+    until the test releases it (at most `UNLOAD_HOLD_S`, then it says it was not released)."""
+
+    started = threading.Event()
+    release = threading.Event()
+    timed_out = False
+
+    def unload(self) -> None:
+        SlowUnload.started.set()
+        if not SlowUnload.release.wait(UNLOAD_HOLD_S):
+            SlowUnload.timed_out = True
+        super().unload()
+
+
+UNLOAD_HOLD_S = 30
+
+
+def test_requests_are_answered_while_a_large_model_unloads(
+    tmp_path: Path, tiny_ct2_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An NMT model is freed in a worker thread: while one unloads, the node's event loop answers
+    requests for another (were the unload on the loop, nothing would be answered until it ended,
+    and it ends only when the test, having had the answers, releases it)."""
+    monkeypatch.setitem(BACKENDS, CTranslate2Backend.name, SlowUnload)
+
+    async def scenario() -> None:
+        models, events = manager(tmp_path, tiny_ct2_model, 10)
+        await models.get(ref(1))
+        other = await models.get(ref(2))
+        assert isinstance(other, NmtModel)
+        unloading = asyncio.create_task(models.unload(ref(1)))
+        assert await asyncio.to_thread(SlowUnload.started.wait, UNLOAD_HOLD_S)
+        async with asyncio.timeout(UNLOAD_HOLD_S / 2):
+            for segment in ("In the beginning", "God created the heavens", "and the earth"):
+                [result] = await other.translate(segment, 1, "eng_Latn", "swh_Latn")
+                assert result.translation
+        assert not unloading.done(), "the unload is still freeing the model"
+        SlowUnload.release.set()
+        await unloading
+        assert not SlowUnload.timed_out
+        assert models.loaded() == ["models/e1/2"] and "1:MODEL_STATE_UNLOADED" in events
+        await models.close()
 
     asyncio.run(scenario())

@@ -33,7 +33,7 @@ from serval.inference.v1 import node_pb2
 from serval_common.manifest import ChecksumMismatch, Manifest, fetch_folder, publish_folder
 from serval_common.settings import NodeSettings, Settings
 from serval_common.store import ModelStore, StoreError, open_store
-from tests.helpers import free_port
+from tests.helpers import distinct_weights, free_port
 
 VERSE = "Blessed are the peacemakers, for they shall be called children of God."
 PROGRESS_BOUND_S = 30.0
@@ -142,7 +142,13 @@ def publish_revision(store: ModelStore, model_dir: Path, revision: int, engine_i
         ctranslate2_version=ctranslate2.__version__,
         quantization="int8",
     )
-    return publish_folder(store, f"models/{engine_id}/{revision}", model_dir, manifest)
+    # Each revision its own weights, as fine-tunes: none is an alias of another's loaded model.
+    return publish_folder(
+        store,
+        f"models/{engine_id}/{revision}",
+        distinct_weights(model_dir, f"{engine_id}-{revision}"),
+        manifest,
+    )
 
 
 def corrupt(store: ModelStore, key: str) -> bytes:

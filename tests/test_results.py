@@ -14,7 +14,7 @@ from inference_gpu.families.base import InputTooLong
 from inference_gpu.families.nmt import NmtModel
 from inference_gpu.nllb import normalize_punctuation, split_words
 from inference_gpu.results import build_result
-from serval.translation.v1 import engine_pb2
+from serval_common.core import Detail, TranslationResult, TranslationSource
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -40,13 +40,13 @@ def translator(tiny_ct2_model: Path) -> ctranslate2.Translator:
     return ctranslate2.Translator(str(tiny_ct2_model), device="cpu", compute_type="int8", intra_threads=1)
 
 
-def _check(result: engine_pb2.TranslationResult, segment: str) -> None:
+def _check(result: TranslationResult, segment: str) -> None:
     words, targets = list(result.source_tokens), list(result.target_tokens)
     assert words == split_words(segment)
     assert split_words(result.translation) == targets
     assert len(result.confidences) == len(targets) == len(result.sources)
     assert all(0 < c <= 1 for c in result.confidences)
-    assert all(list(s.values) == [engine_pb2.TRANSLATION_SOURCE_PRIMARY] for s in result.sources)
+    assert all(s == TranslationSource.PRIMARY for s in result.sources)
     assert [a.target_index for a in result.alignment] == list(range(len(targets)))
     assert all(0 <= a.source_index < len(words) for a in result.alignment)
     (phrase,) = result.phrases
@@ -136,3 +136,22 @@ def test_too_long_and_empty_segments_are_rejected(model: NmtModel) -> None:
         asyncio.run(model.translate("   ", 1, "eng_Latn", "swh_Latn"))
     with pytest.raises(ValueError):
         asyncio.run(model.translate("Hello", 1, "eng_Latn", "nope_Xxxx"))
+
+
+def test_a_text_only_caller_gets_the_same_words_without_the_passes_it_does_not_read(model: NmtModel) -> None:
+    """`Detail.TEXT` (SIL Converters, LibreTranslate): the same translation and words, no
+    confidences (no scoring pass) and no alignment (no attention), also when it shares a batch
+    with callers that read everything."""
+
+    async def both() -> tuple[list[list[TranslationResult]], list[list[TranslationResult]]]:
+        full = [model.translate(s, 2, "eng_Latn", "swh_Latn") for s in SEGMENTS]
+        text = [model.translate(s, 2, "eng_Latn", "swh_Latn", detail=Detail.TEXT) for s in SEGMENTS]
+        answers = await asyncio.gather(*full, *text)
+        return answers[: len(SEGMENTS)], answers[len(SEGMENTS) :]
+
+    full, text = asyncio.run(both())
+    for full_results, text_results in zip(full, text, strict=True):
+        assert [r.translation for r in text_results] == [r.translation for r in full_results]
+        assert [r.target_tokens for r in text_results] == [r.target_tokens for r in full_results]
+        assert all(r.confidences == () and r.alignment == () for r in text_results)
+        assert all(len(r.confidences) == len(r.target_tokens) and r.alignment for r in full_results)

@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from build_jobs.publish import publish_inference_only, revision_prefix
+from build_jobs.publish import publish_inference_only
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2
 from serval_api.errors import NotFound
@@ -33,9 +33,11 @@ from serval_common.manifest import (
     read_manifest,
     sha256_file,
 )
+from serval_common.model_revision import ModelRevision
 from serval_common.names import InvalidName, check_id
 from serval_common.settings import Settings, StoreSettings
 from serval_common.store import InvalidKey, ModelStore, StoreError, open_store
+from serval_common.store.base import shown_key
 from tests.path_attacks import (
     STORE_ONLY,
     TRAVERSALS,
@@ -122,6 +124,18 @@ def attempts(store: ModelStore, key: str, tmp: Path) -> list[tuple[str, Callable
     ]
 
 
+def assert_names_only_the_key(message: str, key: str, arena: Arena) -> None:
+    """A refusal quotes the caller's own key as `shown_key` cuts it (whatever folder the key names,
+    however long) and then says why, in words that name no location: never the store's root,
+    URL or prefix, nor the work folder. Independent of where and how long the temporary folder is."""
+    quoted = f"invalid model store key {shown_key(key)}: "
+    assert message.startswith(quoted), message
+    reason = message.removeprefix(quoted)
+    locations = (str(arena.tmp), str(arena.tmp / "store"), arena.store.url, PREFIX, arena.bucket or PREFIX)
+    assert reason and not any(place in reason for place in locations), message
+    assert "/" not in reason and "\\" not in reason, message
+
+
 def refuse_everywhere(arena: Arena, keys: tuple[str, ...]) -> None:
     arena.store.write_bytes("models/e1/1/model.bin", b"model")
     before = arena.state()
@@ -130,8 +144,7 @@ def refuse_everywhere(arena: Arena, keys: tuple[str, ...]) -> None:
         for method, call in attempts(arena.store, key, arena.tmp):
             with pytest.raises(InvalidKey) as refused:
                 call()
-            message = str(refused.value)
-            assert str(arena.tmp) not in message and arena.store.url not in message, (method, message)
+            assert_names_only_the_key(str(refused.value), key, arena), method
     assert len(arena.s3.requests) == sent, "a refused key reached S3"
     assert not (arena.tmp / "download-target").exists()
     arena.assert_contained()
@@ -339,7 +352,7 @@ def test_a_build_job_refuses_engine_and_build_ids_that_are_not_ids(value: str) -
     with pytest.raises(InvalidName):
         check_id("build", value)
     with pytest.raises(InvalidName):
-        revision_prefix(value, 1)
+        ModelRevision(value, 1).checked_location()
 
 
 def test_published_files_are_verified_names(arena: Arena) -> None:

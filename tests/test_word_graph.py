@@ -18,8 +18,8 @@ from machine.translation import ErrorCorrectionModel
 from inference_gpu.families.nmt import NmtModel
 from inference_gpu.nllb import detokenize, split_words, word_spans
 from inference_gpu.word_graph import piece_groups
-from serval.translation.v1 import engine_pb2
 from serval_cli.interactive import GuardedInteractiveTranslator, to_machine
+from serval_common.core import TranslationSource, WordGraph, WordGraphArc
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -47,14 +47,14 @@ def translator(tiny_ct2_model: Path) -> ctranslate2.Translator:
     return ctranslate2.Translator(str(tiny_ct2_model), device="cpu", compute_type="int8", intra_threads=1)
 
 
-def paths(graph: engine_pb2.WordGraph) -> list[list[engine_pb2.WordGraphArc]]:
+def paths(graph: WordGraph) -> list[list[WordGraphArc]]:
     """Every path from state 0 to a final state."""
-    out: dict[int, list[engine_pb2.WordGraphArc]] = {}
+    out: dict[int, list[WordGraphArc]] = {}
     for arc in graph.arcs:
         out.setdefault(arc.prev_state, []).append(arc)
-    found: list[list[engine_pb2.WordGraphArc]] = []
+    found: list[list[WordGraphArc]] = []
 
-    def walk(state: int, path: list[engine_pb2.WordGraphArc]) -> None:
+    def walk(state: int, path: list[WordGraphArc]) -> None:
         if state in graph.final_states:
             found.append(path)
         for arc in out.get(state, []):
@@ -64,11 +64,11 @@ def paths(graph: engine_pb2.WordGraph) -> list[list[engine_pb2.WordGraphArc]]:
     return found
 
 
-def words_of(path: list[engine_pb2.WordGraphArc]) -> list[str]:
+def words_of(path: list[WordGraphArc]) -> list[str]:
     return [word for arc in path for word in arc.target_tokens]
 
 
-def best_path(graph: engine_pb2.WordGraph) -> list[engine_pb2.WordGraphArc]:
+def best_path(graph: WordGraph) -> list[WordGraphArc]:
     return max(paths(graph), key=lambda p: graph.initial_state_score + sum(arc.score for arc in p))
 
 
@@ -85,7 +85,7 @@ def test_graph_structure(model: NmtModel, segment: str) -> None:
         assert 0 <= arc.source_segment_start < arc.source_segment_end <= len(graph.source_tokens)
         assert len(arc.confidences) == len(arc.target_tokens) == len(arc.sources) >= 1
         assert all(0 < c <= 1 for c in arc.confidences)
-        assert all(list(s.values) == [engine_pb2.TRANSLATION_SOURCE_PRIMARY] for s in arc.sources)
+        assert all(s == TranslationSource.PRIMARY for s in arc.sources)
         for pair in arc.alignment:
             assert 0 <= pair.source_index < arc.source_segment_end - arc.source_segment_start
             assert 0 <= pair.target_index < len(arc.target_tokens)
@@ -120,12 +120,15 @@ def test_arc_scores_are_ctranslate2_log_probs(
         raw = [sum(log_probs[i] for i in group) for group in groups]
         for arc, expected in zip(path[:-1], raw[:-1], strict=True):
             assert arc.score == pytest.approx(expected, abs=1e-3)
-        steps = 1 + len(hypothesis.tokens) + 1
-        normalized = (sum(log_probs[: len(hypothesis.tokens)]) + log_probs[-1]) / steps
+        # A hypothesis cut at the length limit has no `</s>`: CTranslate2 neither counts its step
+        # nor adds its log-probability (which `score_batch` always appends).
+        eos = log_probs[-1] if hypothesis.eos_log_prob is not None else 0.0
+        steps = 1 + len(hypothesis.tokens) + (1 if hypothesis.eos_log_prob is not None else 0)
+        normalized = (sum(log_probs[: len(hypothesis.tokens)]) + eos) / steps
         assert sum(arc.score for arc in path) == pytest.approx(normalized, abs=1e-3)
         assert sum(arc.score for arc in path) == pytest.approx(hypothesis.score, abs=1e-4)
-        correction = hypothesis.score - sum(raw) - log_probs[-1]
-        assert path[-1].score == pytest.approx(raw[-1] + log_probs[-1] + correction, abs=1e-3)
+        correction = hypothesis.score - sum(raw) - eos
+        assert path[-1].score == pytest.approx(raw[-1] + eos + correction, abs=1e-3)
 
 
 class WordTokenizer(RangeTokenizer[str, int, str]):
@@ -141,7 +144,7 @@ class WordDetokenizer(Detokenizer[str, str]):
         return detokenize(list(tokens))
 
 
-def interactive(segment: str, graph: engine_pb2.WordGraph) -> GuardedInteractiveTranslator:
+def interactive(segment: str, graph: WordGraph) -> GuardedInteractiveTranslator:
     return GuardedInteractiveTranslator(
         ErrorCorrectionModel(),
         None,

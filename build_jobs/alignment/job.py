@@ -37,10 +37,10 @@ from typing import Any
 import grpc
 
 from build_jobs.data import corpus_keys
-from build_jobs.finetune import Canceled
 from build_jobs.progress import BuildProgress
 from build_jobs.publish import publish_revision
 from build_jobs.report import WordAlignmentRow
+from build_jobs.template import Built, FamilyBuildJob
 from serval.translation.v1 import platform_pb2
 from serval.word_alignment.v1 import platform_pb2 as wa_platform_pb2
 from serval_common.alignment_build_options import AlignmentBuildOptions
@@ -176,7 +176,7 @@ def build_alignment(args: JobSpec, store: ModelStore, progress: BuildProgress) -
             folder,
             settings,
             progress=_training_progress(progress),
-            check_canceled=lambda: _check_cancel(progress),
+            check_canceled=progress.check_cancel,
         )
         log.info(
             "aligner trained",
@@ -188,13 +188,13 @@ def build_alignment(args: JobSpec, store: ModelStore, progress: BuildProgress) -
                 "direction_agreement": round(trained.agreement, 3),
             },
         )
-        _check_cancel(progress)
+        progress.check_cancel()
         aligner = ThotAligner.load(folder)
         try:
             rows, failed = align_rows(aligner, inputs, progress)
         finally:
             aligner.close()
-        _check_cancel(progress)
+        progress.check_cancel()
         warnings = _warnings(len(inputs) + malformed, malformed, failed, rows)
         for warning in warnings:
             log.warning("word alignment", extra={**extra, "warning": warning})
@@ -212,7 +212,7 @@ def build_alignment(args: JobSpec, store: ModelStore, progress: BuildProgress) -
             scores={"direction_agreement": trained.agreement},
             training={"seconds": trained.seconds, "pairs": float(trained.settings.train_pairs)},
         )
-        publish_revision(store, manifest, folder, None, check=lambda: _check_cancel(progress))
+        publish_revision(store, manifest, folder, None, check=progress.check_cancel)
     outcome = AlignmentBuild(
         corpus_size=trained.settings.train_pairs,
         confidence=round(100 * trained.agreement, 2),
@@ -236,7 +236,7 @@ def align_rows(
     rows: list[WordAlignmentRow] = []
     failed: list[AlignInput] = []
     for start in range(0, len(inputs), ALIGN_CHUNK):
-        _check_cancel(progress)
+        progress.check_cancel()
         chunk = inputs[start : start + ALIGN_CHUNK]
         try:
             results = aligner.align_many([(row.source, row.target) for row in chunk])
@@ -296,11 +296,6 @@ def _training_progress(progress: BuildProgress) -> Progress:
     return report
 
 
-def _check_cancel(progress: BuildProgress) -> None:
-    if progress.should_cancel():
-        raise Canceled("the build was canceled")
-
-
 def _report_execution_data(args: JobSpec, progress: BuildProgress, outcome: AlignmentBuild) -> None:
     data = wa_platform_pb2.ExecutionData(
         train_count=outcome.corpus_size,
@@ -325,4 +320,20 @@ def _report_execution_data(args: JobSpec, progress: BuildProgress, outcome: Alig
                 resolved_source_language=args.source_language,
                 resolved_target_language=args.target_language,
             ),
+        )
+
+
+class AlignmentBuildJob(FamilyBuildJob):
+    """The `statistical` family's build job (`build_alignment`): it reports its own word-alignment
+    execution data, and has no target text whose quotation marks matter."""
+
+    reports_quote_conventions = False
+
+    def build(self) -> Built:
+        aligned = build_alignment(self.args, self.store, self.progress)
+        return Built(
+            corpus_size=aligned.corpus_size,
+            confidence=aligned.confidence,
+            summary=aligned.summary,
+            log_extra={"word_align_count": aligned.aligned},
         )

@@ -19,21 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from build_jobs.data import Corpus, CorpusError, read_corpus
+from build_jobs.data import Corpus, read_corpus
 from build_jobs.finetune import Canceled
 from build_jobs.pretranslate import Row, read_source_rows, target_key
 from build_jobs.progress import BuildProgress
 from build_jobs.publish import publish_revision
+from build_jobs.template import Built, FamilyBuildJob
 from serval_common.jobs import JobSpec
 from serval_common.manifest import Manifest
 from serval_common.smt_build_options import SmtBuildOptions
 from serval_common.store import ModelStore
-from serval_common.thot_smt import BACKEND, capitalize_sentence_start, load_engine
+from serval_common.thot_smt import BACKEND, SmtFolder, capitalize_sentence_start, load_engine
 
 log = logging.getLogger(__name__)
 
 TRAIN_SPAN = (0.02, 0.85)
 PRETRANSLATE_SPAN = (0.85, 0.95)
+EMPTY_CORPUS = Corpus(train=[], evaluation=[], dropped=0)
 REPORT_EVERY_S = 2.0
 """Thot reports progress many times a second; the API service hears at most this often (and at
 every new message)."""
@@ -54,14 +56,16 @@ def build_smt(args: JobSpec, store: ModelStore, progress: BuildProgress) -> SmtO
     from build_jobs.smt.train import train_smt
 
     options = SmtBuildOptions.parse(args.options_json)
-    if not args.train:
-        raise CorpusError(
-            "an smt-transfer build trains its model on the engine's corpora: trainOn must not be empty"
+    if args.train:
+        progress.update(TRAIN_SPAN[0], "reading the training corpus")
+        corpus = _held_out(
+            read_corpus(store, args.build_id, eval_share=options.eval_share, seed=options.seed), options
         )
-    progress.update(TRAIN_SPAN[0], "reading the training corpus")
-    corpus = _held_out(
-        read_corpus(store, args.build_id, eval_share=options.eval_share, seed=options.seed), options
-    )
+    else:
+        # Nothing to train on (`trainOn: []`, or corpora without pairs): as Serval's SMT build, which
+        # trains Thot on whatever the corpora hold, an empty model; it translates each word as itself.
+        progress.update(TRAIN_SPAN[0], "no training pairs: an empty model")
+        corpus = EMPTY_CORPUS
     with tempfile.TemporaryDirectory(prefix="serval-smt-") as work:
         trained = train_smt(
             corpus,
@@ -70,12 +74,12 @@ def build_smt(args: JobSpec, store: ModelStore, progress: BuildProgress) -> SmtO
             phase=_train_reporter(progress),
             should_cancel=progress.should_cancel,
         )
-        _check_cancel(progress)
+        progress.check_cancel()
         report = progress.within(*PRETRANSLATE_SPAN, "Inference", "pretranslating segments")
         rows = pretranslate_smt(
             store, args.build_id, trained.folder, progress=report, should_cancel=progress.should_cancel
         )
-        _check_cancel(progress)
+        progress.check_cancel()
         if rows:
             progress.platform.insert_pretranslations(args.engine_id, rows)
         scores = {"chrf": trained.chrf, "chrf_truecaser_only": trained.chrf_truecaser_only}
@@ -95,7 +99,7 @@ def build_smt(args: JobSpec, store: ModelStore, progress: BuildProgress) -> SmtO
             },
         )
         progress.update(0.97, f"publishing revision {args.revision}")
-        published = publish_revision(store, manifest, trained.folder, check=lambda: _check_cancel(progress))
+        published = publish_revision(store, manifest, trained.folder, check=progress.check_cancel)
     summary = (
         f": trained a Thot phrase-based model on {trained.train_pairs} pairs in {trained.seconds:.0f} s "
         f"({trained.tuning_evaluations} tuning evaluations), chrF {trained.chrf:.1f} on "
@@ -140,11 +144,6 @@ def _train_reporter(progress: BuildProgress) -> Callable[[float, str], None]:
     return phase
 
 
-def _check_cancel(progress: BuildProgress) -> None:
-    if progress.should_cancel():
-        raise Canceled("the build was canceled")
-
-
 def pretranslate_smt(
     store: ModelStore,
     build_id: str,
@@ -166,14 +165,17 @@ def pretranslate_smt(
     out = [{**row, "translation": "", "confidence": 1.0} for row in rows]
     pending = [i for i, row in enumerate(rows) if str(row.get("translation") or "").strip()]
     if pending:
-        engine = load_engine(folder)
+        settings = SmtFolder.read(folder)
+        engine = load_engine(folder, settings)
         detok = engine.target_detokenizer
         try:
             for done, i in enumerate(pending, 1):
                 if should_cancel is not None and should_cancel():
                     raise Canceled("the build was canceled while pretranslating")
                 result = engine.translate(str(rows[i]["translation"]))
-                tokens = capitalize_sentence_start(list(result.target_tokens), True)
+                tokens = capitalize_sentence_start(
+                    list(result.target_tokens), settings.capitalize_sentence_start
+                )
                 out[i]["translation"] = detok.detokenize(tokens)
                 confidences = list(result.confidences)
                 out[i]["confidence"] = sum(confidences) / len(confidences) if confidences else 0.0
@@ -184,3 +186,17 @@ def pretranslate_smt(
     store.write_bytes(target_key(build_id), json.dumps(out, ensure_ascii=False).encode())
     log.info("pretranslated", extra={"build_id": build_id, "rows": len(out), "translated": len(pending)})
     return out
+
+
+class SmtBuildJob(FamilyBuildJob):
+    """The `smt-transfer` family's build job (`build_smt`)."""
+
+    def build(self) -> Built:
+        smt = build_smt(self.args, self.store, self.progress)
+        return Built(
+            corpus_size=smt.corpus_size,
+            confidence=smt.confidence,
+            summary=smt.summary,
+            scores=smt.scores,
+            pretranslated=smt.pretranslated,
+        )

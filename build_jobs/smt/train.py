@@ -59,7 +59,8 @@ class TrainedSmt:
     tuning_evaluations: int
     seconds: float
     chrf: float
-    """held-out chrF with sentence-start capitalisation"""
+    """held-out chrF of the translations as the engine answers them (capitalised at a sentence's
+    start only with `capitalizeSentenceStart`)"""
     chrf_truecaser_only: float
     """held-out chrF with the truecaser's output as is"""
 
@@ -174,7 +175,7 @@ def train_smt(
     """Train into `folder` (created) and score on the held-out pairs. Raises `Canceled` when
     `should_cancel` turns true (checked between and within Thot's steps)."""
     started = time.monotonic()
-    settings = SmtFolder()
+    settings = SmtFolder(capitalize_sentence_start=options.capitalize_sentence_start)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / TM_PREFIX).parent.mkdir(exist_ok=True)
     (folder / LM_PREFIX).parent.mkdir(exist_ok=True)
@@ -235,7 +236,8 @@ def train_smt(
     seconds = time.monotonic() - started
 
     phase(1.0, f"scoring {len(corpus.evaluation[: options.max_eval_pairs])} held-out pairs")
-    chrf, plain = score(folder, corpus.evaluation[: options.max_eval_pairs])
+    capitalized, plain = score(folder, corpus.evaluation[: options.max_eval_pairs])
+    chrf = capitalized if options.capitalize_sentence_start else plain
     log.info(
         "thot smt model trained",
         extra={

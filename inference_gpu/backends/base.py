@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
 import numpy as np
 import numpy.typing as npt
 
+from serval_common.core import Detail
 from serval_common.settings import NodeSettings
 
 
@@ -21,6 +22,11 @@ class TranslateRequest:
     target_prefix: list[str]
     num_hypotheses: int = 1
     beam_size: int = 1
+    engine: str = field(default="", compare=False)
+    """The engine that asked: requests of any engines sharing the model share batches (metrics only)."""
+    detail: Detail = field(default=Detail.FULL, compare=False)
+    """`Detail.TEXT`: the caller reads the words only, so the backend computes neither the
+    per-token log-probabilities nor the attention for it (requests of either share a batch)."""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -33,8 +39,10 @@ class Hypothesis:
     within a request.
 
     `log_probs[i]` is the log-probability of `tokens[i]`; `eos_log_prob` that of the end token
-    after them (None when decoding stopped at the length limit). `attention[i]` is `tokens[i]`'s attention over all source tokens (language code
-    and `</s>` included). `score` is the backend's ranking score.
+    after them (None when decoding stopped at the length limit). `attention[i]` is `tokens[i]`'s
+    attention over all source tokens (language code and `</s>` included). `score` is the
+    backend's ranking score. A `Detail.TEXT` request's hypotheses have no log-probabilities and
+    an empty attention.
     """
 
     tokens: list[str]

@@ -23,9 +23,11 @@ import ctranslate2
 import numpy as np
 
 from inference_gpu.backends.base import Backend, Hypothesis, TranslateRequest
+from serval_common.core import Detail
 from serval_common.settings import NodeSettings
 
 SCORE_BATCH = 8
+_NO_ATTENTION = np.zeros((0, 0), dtype=np.float32)
 
 _COMPUTE_TYPES = {
     "cuda": ("int8_float16", "int8_bfloat16", "float16", "int8", "float32"),
@@ -115,22 +117,28 @@ class CTranslate2Backend(Backend):
             # The decoder's first position holds the start token; inputs past the limit are cut.
             max_length = min(max_length, self._max_positions - 1)
             input_limit = self._max_positions
+        full = [request.detail is Detail.FULL for request in requests]
         results = translator.translate_batch(
             [request.source for request in requests],
             target_prefix=[request.target_prefix for request in requests],
             beam_size=beam_size,
             num_hypotheses=num_hypotheses,
             return_scores=True,
-            return_attention=True,
+            return_attention=any(full),
             max_input_length=input_limit,
             max_decoding_length=max_length,
         )
-        flat = [(i, tokens) for i, result in enumerate(results) for tokens in result.hypotheses]
-        scored = translator.score_batch(
-            [requests[i].source for i, _ in flat],
-            [tokens for _, tokens in flat],
-            max_batch_size=SCORE_BATCH,
-            max_input_length=input_limit,
+        # The scoring pass only for the requests whose callers read confidences.
+        flat = [(i, tokens) for i, result in enumerate(results) if full[i] for tokens in result.hypotheses]
+        scored = (
+            translator.score_batch(
+                [requests[i].source for i, _ in flat],
+                [tokens for _, tokens in flat],
+                max_batch_size=SCORE_BATCH,
+                max_input_length=input_limit,
+            )
+            if flat
+            else []
         )
         log_probs = iter(score.log_probs for score in scored)
         return [
@@ -143,17 +151,34 @@ class CTranslate2Backend(Backend):
                     attention,
                     finished=len(tokens) < max_length,
                 )
+                if wanted
+                else text_hypothesis(request.target_prefix, tokens, score)
                 for tokens, score, attention in zip(
-                    result.hypotheses, result.scores, result.attention, strict=True
+                    result.hypotheses,
+                    result.scores,
+                    result.attention or [[]] * len(result.hypotheses),
+                    strict=True,
                 )
             ]
-            for request, result in zip(requests, results, strict=True)
+            for request, result, wanted in zip(requests, results, full, strict=True)
         ]
 
     def unload(self) -> None:
         translator, self._translator = self._translator, None
         if translator is not None and translator.model_is_loaded:
             translator.unload_model()
+
+
+def text_hypothesis(prefix: list[str], tokens: list[str], score: float) -> Hypothesis:
+    """A hypothesis whose caller reads its words only: no log-probabilities, no attention."""
+    skip = 1 if prefix and tokens[:1] == prefix[:1] else 0
+    return Hypothesis(
+        tokens=list(tokens[skip:]),
+        score=float(score),
+        log_probs=[],
+        eos_log_prob=None,
+        attention=_NO_ATTENTION,
+    )
 
 
 def to_hypothesis(

@@ -1,4 +1,5 @@
-"""The engine families a node can serve, one `ServedModel` class per model-folder backend.
+"""The engine families a node can serve: one `ServedModel` class per family, which the family
+registry (`serval_common.families`) names with the manifest backend of its model folders.
 
 A family whose packages are not installed (the `smt` extra for Thot) is not available: the node
 does not claim it in Hello, so the API service never routes its engines here.
@@ -8,55 +9,41 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass
 
 from inference_gpu.families.base import Capability, InputTooLong, ServedModel, Unsupported
+from serval_common import families
+from serval_common.families import EngineFamily
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Family:
-    name: str
-    """Serval's engine type: `nmt`, `smt-transfer` or `statistical`."""
-    backend: str
-    """The manifest's `backend` of this family's model folders."""
-    module: str
-    class_name: str
-
-    def model_class(self) -> type[ServedModel]:
-        cls: type[ServedModel] = getattr(importlib.import_module(self.module), self.class_name)
-        return cls
+def _node_families() -> list[EngineFamily]:
+    """The engine families nodes serve: those the registry gives a node model class."""
+    return [f for f in families.families() if f.node_model is not None]
 
 
-FAMILIES = [
-    Family("nmt", "ctranslate2", "inference_gpu.families.nmt", "NmtModel"),
-    Family("smt-transfer", "thot-smt", "inference_gpu.families.smt", "SmtModel"),
-    Family("statistical", "thot-align", "inference_gpu.families.alignment", "AlignmentModel"),
-]
-
-
-def family_of_backend(backend: str) -> Family:
-    for family in FAMILIES:
-        if family.backend == backend:
-            return family
-    known = ", ".join(f.backend for f in FAMILIES)
-    raise ValueError(f"unknown model backend {backend!r}; known: {known}")
+def _load_class(family: EngineFamily) -> type[ServedModel]:
+    module, _, name = (family.node_model or "").partition(":")
+    cls: type[ServedModel] = getattr(importlib.import_module(module), name)
+    return cls
 
 
 def model_class(backend: str) -> type[ServedModel]:
     """The class that loads model folders whose manifest names `backend`."""
-    return family_of_backend(backend).model_class()
+    family = families.of_backend(backend)
+    if family.node_model is None:
+        raise ValueError(f"model backend {backend!r} is not served by nodes")
+    return _load_class(family)
 
 
 def available_families(wanted: list[str] | None = None) -> list[str]:
     """The families whose packages import here, limited to `wanted` when given (non-empty)."""
     names: list[str] = []
-    for family in FAMILIES:
+    for family in _node_families():
         if wanted and family.name not in wanted:
             continue
         try:
-            family.model_class()
+            _load_class(family)
         except ImportError as exc:
             log.info("engine family not available", extra={"family": family.name, "error": str(exc)})
             continue
@@ -65,13 +52,10 @@ def available_families(wanted: list[str] | None = None) -> list[str]:
 
 
 __all__ = [
-    "FAMILIES",
     "Capability",
-    "Family",
     "InputTooLong",
     "ServedModel",
     "Unsupported",
     "available_families",
-    "family_of_backend",
     "model_class",
 ]

@@ -17,7 +17,7 @@ from pathlib import Path
 import machine.translation.thot  # noqa: F401
 
 from inference_gpu.families.base import Capability, InputTooLong, ServedModel
-from serval.word_alignment.v1 import common_pb2, engine_pb2
+from serval_common.core import AlignedWordPair, WordAlignmentResult
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 from serval_common.thot_alignment import Aligned, ThotAligner, folder_size
@@ -69,7 +69,7 @@ class AlignmentModel(ServedModel):
     def pending(self) -> int:
         return self._pending
 
-    async def align(self, source: str, target: str) -> engine_pb2.WordAlignmentResult:
+    async def align(self, source: str, target: str) -> WordAlignmentResult:
         """The pair's tokens (as written) and links, each scored with its translation probability."""
         if self._closed:
             raise ModelClosed("the model is unloading")
@@ -86,15 +86,12 @@ class AlignmentModel(ServedModel):
             self._pending -= 1
             if self._pending == 0:
                 self._idle.set()
-        return engine_pb2.WordAlignmentResult(
-            source_tokens=aligned.source_tokens,
-            target_tokens=aligned.target_tokens,
-            alignment=[
-                common_pb2.AlignedWordPair(
-                    source_index=link.source_index, target_index=link.target_index, score=link.score
-                )
-                for link in aligned.links
-            ],
+        return WordAlignmentResult(
+            source_tokens=tuple(aligned.source_tokens),
+            target_tokens=tuple(aligned.target_tokens),
+            alignment=tuple(
+                AlignedWordPair(link.source_index, link.target_index, link.score) for link in aligned.links
+            ),
         )
 
     def _align(self, source: str, target: str) -> Aligned:

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from inference_gpu.metrics import NodeMetrics
-from serval.translation.v1 import engine_pb2
-from serval.word_alignment.v1 import engine_pb2 as alignment_pb2
+from serval_common.core import Detail, TranslationResult, WordAlignmentResult, WordGraph
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -64,7 +63,14 @@ class ServedModel(ABC):
     @property
     @abstractmethod
     def size_bytes(self) -> int:
-        """Memory the model holds, as the node's memory budget counts it."""
+        """Memory the model holds, as the node's memory budget counts it (read again whenever the
+        budget is counted: a model that learns may grow)."""
+
+    @classmethod
+    def estimated_bytes(cls, folder_bytes: int) -> int:
+        """What a model whose folder holds `folder_bytes` is expected to hold once loaded: the
+        memory budget makes room for this before the load, and counts `size_bytes` after it."""
+        return folder_bytes
 
     @property
     @abstractmethod
@@ -84,19 +90,31 @@ class ServedModel(ABC):
         return Unsupported(self.family, capability)
 
     async def translate(
-        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
-    ) -> list[engine_pb2.TranslationResult]:
-        """Up to n distinct translations, best first; with a `prefix`, each one starts with it."""
+        self,
+        segment: str,
+        n: int,
+        source_code: str,
+        target_code: str,
+        prefix: str = "",
+        *,
+        engine_id: str = "",
+        detail: Detail = Detail.FULL,
+    ) -> list[TranslationResult]:
+        """Up to n distinct translations, best first; with a `prefix`, each one starts with it.
+        `engine_id` names the engine asking (a model may serve several; for metrics); `detail`
+        says what the caller will read (a family may skip computing the rest)."""
         raise self._unsupported(Capability.TRANSLATE)
 
-    async def word_graph(self, segment: str, source_code: str, target_code: str) -> engine_pb2.WordGraph:
+    async def word_graph(
+        self, segment: str, source_code: str, target_code: str, *, engine_id: str = ""
+    ) -> WordGraph:
         raise self._unsupported(Capability.WORD_GRAPH)
 
     async def train_segment(self, source: str, target: str, sentence_start: bool, seq: int) -> None:
         """Learn one confirmed pair at once; a `seq` already applied is skipped."""
         raise self._unsupported(Capability.TRAIN_SEGMENT)
 
-    async def align(self, source: str, target: str) -> alignment_pb2.WordAlignmentResult:
+    async def align(self, source: str, target: str) -> WordAlignmentResult:
         raise self._unsupported(Capability.ALIGN)
 
     @abstractmethod

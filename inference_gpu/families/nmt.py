@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from inference_gpu.metrics import NodeMetrics
 from inference_gpu.nllb import EncodedSource, NllbTokenizer
 from inference_gpu.results import build_result
 from inference_gpu.word_graph import build_word_graph
-from serval.translation.v1 import engine_pb2
+from serval_common.core import Detail, TranslationResult, WordGraph
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -66,7 +67,14 @@ class NmtModel(ServedModel):
         self.batcher.on_result = metrics.observe_batch
 
     def prepare(
-        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
+        self,
+        segment: str,
+        n: int,
+        source_code: str,
+        target_code: str,
+        prefix: str = "",
+        engine_id: str = "",
+        detail: Detail = Detail.FULL,
     ) -> tuple[EncodedSource, TranslateRequest]:
         """Tokenize and check one segment. n > 1 asks for the whole beam so that n distinct
         translations remain after merging hypotheses that differ only in their pieces. A
@@ -90,39 +98,64 @@ class NmtModel(ServedModel):
             else [target_code],
             num_hypotheses=1 if n == 1 else beam_size,
             beam_size=beam_size,
+            engine=engine_id,
+            detail=detail,
         )
         return source, request
 
     async def hypotheses(
-        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
+        self,
+        segment: str,
+        n: int,
+        source_code: str,
+        target_code: str,
+        prefix: str = "",
+        engine_id: str = "",
+        detail: Detail = Detail.FULL,
     ) -> tuple[EncodedSource, list[Hypothesis]]:
         """The backend's hypotheses for a segment, best first."""
-        source, request = self.prepare(segment, n, source_code, target_code, prefix)
+        source, request = self.prepare(segment, n, source_code, target_code, prefix, engine_id, detail)
         return source, await self.batcher.submit(request)
 
     async def translate(
-        self, segment: str, n: int, source_code: str, target_code: str, prefix: str = ""
-    ) -> list[engine_pb2.TranslationResult]:
+        self,
+        segment: str,
+        n: int,
+        source_code: str,
+        target_code: str,
+        prefix: str = "",
+        *,
+        engine_id: str = "",
+        detail: Detail = Detail.FULL,
+    ) -> list[TranslationResult]:
         """Up to n distinct translations, best first; with a `prefix`, each one starts with it."""
-        source, hypotheses = await self.hypotheses(segment, n, source_code, target_code, prefix)
-        results: list[engine_pb2.TranslationResult] = []
+        source, hypotheses = await self.hypotheses(
+            segment, n, source_code, target_code, prefix, engine_id, detail
+        )
+        results: list[TranslationResult] = []
         seen: set[tuple[str, ...]] = set()
         for hypothesis in hypotheses:
             target = self.tokenizer.decode(hypothesis.tokens)
             if tuple(target.tokens) in seen:
                 continue
             seen.add(tuple(target.tokens))
-            results.append(build_result(source, target, hypothesis))
+            results.append(build_result(source, target, hypothesis, detail))
             if len(results) == n:
                 break
         return results
 
-    async def word_graph(self, segment: str, source_code: str, target_code: str) -> engine_pb2.WordGraph:
+    async def word_graph(
+        self, segment: str, source_code: str, target_code: str, *, engine_id: str = ""
+    ) -> WordGraph:
         """The lattice of the whole beam's hypotheses (see `inference_gpu.word_graph`)."""
-        source, hypotheses = await self.hypotheses(segment, self.settings.beam_size, source_code, target_code)
+        source, hypotheses = await self.hypotheses(
+            segment, self.settings.beam_size, source_code, target_code, engine_id=engine_id
+        )
         return build_word_graph(source, [(self.tokenizer.decode(h.tokens), h) for h in hypotheses])
 
     async def close(self, *, drain: bool = True) -> None:
-        """Stop taking requests, answer (or fail) the queued ones, then free the model."""
+        """Stop taking requests, answer (or fail) the queued ones, then free the model in a worker
+        thread: freeing a large model's memory takes a while, and the node's event loop keeps
+        answering every other model meanwhile."""
         await self.batcher.close(drain=drain)
-        self.backend.unload()
+        await asyncio.to_thread(self.backend.unload)

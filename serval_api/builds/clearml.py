@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from serval_api.builds.launcher import JobLauncher, JobSpec, LaunchRefused
-from serval_common.build_options import options_class
+from serval_common.families import family
 from serval_common.jobs import CANCELED_EXIT_CODE, hand_over_job_token, job_token_folder
 from serval_common.settings import ClearMLSettings, Settings
 from serval_common.store import ModelStore, store_from_settings
@@ -101,7 +101,7 @@ class ClearMLJobLauncher(JobLauncher):
     async def launch(self, spec: JobSpec) -> str:
         extra = {"build_id": spec.build_id, "engine_id": spec.engine_id}
         queue = (
-            options_class(spec.engine_type).parse(spec.options_json).clearml_queue
+            family(spec.engine_type).options.parse(spec.options_json).clearml_queue
             or self.config.default_queue
         )
         queue_id = await self._queue_id(queue)

@@ -3,8 +3,9 @@
 A job the launcher can follow again (a ClearML task still running) is resumed. A local job died
 with the API service (see `serval_common.jobs.die_with_parent`), so its build is restarted with a new job
 token and a new revision number (whatever the dead job wrote under the old one is removed) —
-Serval's Restarting → Pending — at most `MAX_RESTARTS` times, then faulted. Local builds
-of other replicas (another `job_ref`) are theirs to recover and are left alone.
+Serval's Restarting → Pending — at most `MAX_RESTARTS` times, then faulted; so is an echo build
+(its task died with the service). Local and echo builds of other replicas (another `job_ref`) are
+theirs to recover and are left alone.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import secrets
 
 from sqlalchemy import select
 
+from serval_api.builds.echo import ECHO_REF
 from serval_api.db.models import Build, BuildState, Engine, utcnow
-from serval_api.service import builds, pretranslations, revisions
+from serval_api.service import builds, diagnostics, pretranslations, revisions
 from serval_api.service.context import Services
 from serval_api.service.keys import hash_secret
 
@@ -25,15 +27,16 @@ MAX_RESTARTS = 2
 
 
 async def recover_builds(services: Services) -> None:
-    local_ref = f"local:{services.settings.api_instance_name}"
+    instance = services.settings.api_instance_name
     async with services.db.session() as s:
         running = select(Build.id, Build.job_ref).where(
             Build.state.in_((BuildState.PENDING.value, BuildState.ACTIVE.value))
         )
-        found = list((await s.execute(running)).tuples())
+        found = [(row[0], row[1]) for row in await s.execute(running)]
     for build_id, job_ref in found:
         extra = {"build_id": build_id, "job_ref": job_ref}
-        if job_ref is not None and job_ref.startswith("local:") and job_ref != local_ref:
+        kind, _, owner = (job_ref or "").partition(":")
+        if kind in ("local", ECHO_REF) and owner != instance:
             continue
         if job_ref is not None and await services.launcher.resume(build_id, job_ref):
             log.info("following the build job again", extra=extra)
@@ -59,6 +62,7 @@ async def _restart(services: Services, build_id: str) -> None:
                 "start the build again"
             )
             build.date_finished = utcnow()
+            build.execution_data = diagnostics.with_fault(build.execution_data, build.message)
             return
         build.state = BuildState.PENDING.value
         build.message = "restarting: the API service restarted while the build job ran"

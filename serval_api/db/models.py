@@ -8,11 +8,13 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     TypeDecorator,
@@ -22,19 +24,34 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from serval_common.families import EngineFamily, Kind, family
+from serval_common.model_revision import ModelRevision
+
 
 class EngineType(StrEnum):
     """Serval's engine types. `nmt`, `echo` and `smt-transfer` are translation engines
-    (`/translation/engines`); `statistical` is a word-alignment engine (`/word-alignment/engines`)."""
+    (`/translation/engines`); `statistical` and `echo-word-alignment` are word-alignment engines
+    (`/word-alignment/engines`)."""
 
     NMT = "nmt"
     ECHO = "echo"
     SMT_TRANSFER = "smt-transfer"
     STATISTICAL = "statistical"
+    ECHO_WORD_ALIGNMENT = "echo-word-alignment"
+
+    @property
+    def family(self) -> EngineFamily:
+        """What this type answers, how it is built and what serves it (`serval_common.families`)."""
+        return family(self.value)
 
     @property
     def is_word_alignment(self) -> bool:
-        return self is EngineType.STATISTICAL
+        return self.family.kind is Kind.WORD_ALIGNMENT
+
+    @property
+    def is_echo(self) -> bool:
+        """Echo types need no model and no node: their builds run inside the API service."""
+        return self.family.served_here
 
 
 class BuildState(StrEnum):
@@ -79,11 +96,23 @@ class ApiKey(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     owner: Mapped[str] = mapped_column(String(200), index=True)
+    """Serval's `clientId`: whose entities the key reaches."""
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    """What the key is for; None for a key made without one (before Serval 1.20's `name`)."""
     scopes: Mapped[list[Any]] = mapped_column(JSON)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(default=None)
+    """From then on the key authenticates nothing; None: it does not expire."""
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    engine_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The engine the key is bound to (one of its owner's): the SIL Converters and LibreTranslate
+    dialects, whose clients name no engine, translate with it. None: with the public base model.
+    No foreign key: a key whose engine was deleted says so instead of quietly becoming unbound."""
+    limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """An administrator's overrides of the per-key limits (`LimitSettings` field → value); None or
+    a missing field: the setting."""
 
 
 class NodeToken(Base):
@@ -110,12 +139,21 @@ class Engine(Base):
     is_model_persisted: Mapped[bool | None] = mapped_column(default=None)
     is_building: Mapped[bool] = mapped_column(default=False)
     model_revision: Mapped[int] = mapped_column(Integer, default=0)
+    model_weights: Mapped[str | None] = mapped_column(String(200), default=None)
+    """The weights identity of the current revision (`serval_common.model_revision`), recorded when
+    its build completes: the dispatcher sends work to a node holding those weights under any
+    revision. None: not known (the echo types, or the store was unreachable then)."""
     next_model_revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     """The revision number the engine's next build publishes: taken and incremented at each build
     start, so a revision a faulted or canceled build was given is never given again."""
     confidence: Mapped[float] = mapped_column(Float, default=0.0)
     corpus_size: Mapped[int] = mapped_column(Integer, default=0)
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+    @property
+    def current_revision(self) -> ModelRevision:
+        """The revision that serves the engine now, with its weights where known."""
+        return ModelRevision(self.id, self.model_revision, self.model_weights or "")
 
 
 _RUNNING = text("state IN ('Pending', 'Active')")
@@ -206,7 +244,8 @@ class NodeSessionRow(Base):
 
 
 class DataFile(Base):
-    """A client's uploaded file; its contents live in the model store under `files/{id}`."""
+    """A client's uploaded file; its contents are its `DataFileChunk` rows (one uploaded before
+    those existed has none: its contents are in the model store at `files/{id}/contents`)."""
 
     __tablename__ = "data_files"
 
@@ -217,6 +256,18 @@ class DataFile(Base):
     revision: Mapped[int] = mapped_column(Integer, default=1)
     size: Mapped[int] = mapped_column(Integer, default=0)
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DataFileChunk(Base):
+    """One piece (at most 1 MiB, a size every database stores in a row) of a data file's contents,
+    in `seq` order from 0. A file written since they exist has at least one, empty for an empty
+    file, so no chunk at all means the contents are still in the model store."""
+
+    __tablename__ = "data_file_chunks"
+
+    file_id: Mapped[str] = mapped_column(ForeignKey("data_files.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Corpus(Base):
@@ -328,12 +379,18 @@ class WebhookDelivery(Base):
     change it reports; a replica claims due rows, POSTs `body` and records the outcome."""
 
     __tablename__ = "webhook_deliveries"
-    __table_args__ = (Index("webhook_deliveries_due", "state", "next_attempt_at"),)
+    __table_args__ = (
+        Index("webhook_deliveries_due", "state", "next_attempt_at"),
+        Index("webhook_deliveries_settled", "state", "last_attempt_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     hook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"), index=True)
     owner: Mapped[str] = mapped_column(String(200), index=True)
     event: Mapped[str] = mapped_column(String(64))
+    build_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The build the event is about: one build's events go to a hook one after another, in order.
+    None (rows enqueued before the column): each row on its own."""
     body: Mapped[str] = mapped_column(Text)
     """The exact JSON text sent (and signed)."""
     state: Mapped[str] = mapped_column(String(16), default=DeliveryState.PENDING.value)
@@ -345,6 +402,38 @@ class WebhookDelivery(Base):
     last_error: Mapped[str | None] = mapped_column(String(500), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(default=None)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(default=None)
+    """When the latest attempt ended: records are pruned this long after they were delivered or
+    given up (`webhooks.delivered_retention_s`, `failed_retention_s`)."""
+
+
+class RateWindow(Base):
+    """How much of a per-key limit was taken in one fixed window (`service/quotas.py`): every
+    replica adds to the same row atomically, so the limit holds across replicas and restarts.
+    Windows that ended are pruned."""
+
+    __tablename__ = "rate_windows"
+
+    subject: Mapped[str] = mapped_column(String(250), primary_key=True)
+    """Whose: `key:{id}`, `jwt:{owner}` or `owner:{owner}`."""
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    window_start: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    """The window's start, in seconds since the epoch (a multiple of its length)."""
+    used: Mapped[int] = mapped_column(BigInteger, default=0)
+    """Taken by every replica so far (a replica takes a few at a time; it may pass the limit)."""
+
+
+class LongPollCount(Base):
+    """How many long polls of one subject one replica holds waiting: each replica writes its own
+    counts about once a second and reads the others', so a key's concurrent long polls are counted
+    over all replicas. A replica renews `expires_at` while it runs; a dead one's rows lapse."""
+
+    __tablename__ = "long_poll_counts"
+
+    subject: Mapped[str] = mapped_column(String(250), primary_key=True)
+    replica: Mapped[str] = mapped_column(String(200), primary_key=True)
+    held: Mapped[int] = mapped_column(Integer, default=0)
+    expires_at: Mapped[datetime] = mapped_column()
 
 
 class WordAlignment(Base):

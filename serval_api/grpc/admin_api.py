@@ -8,6 +8,7 @@ from google.protobuf import empty_pb2, timestamp_pb2
 from grpc.aio import ServicerContext as Context
 
 from serval.admin.v1 import admin_pb2, admin_pb2_grpc
+from serval_api.auth import KEY_LIMIT_FIELDS, KeyLimits
 from serval_api.db.models import ApiKey, NodeToken
 from serval_api.grpc.calls import caller_of, run_call
 from serval_api.service import Services, admin
@@ -23,7 +24,12 @@ class AdminApi(admin_pb2_grpc.AdminApiServicer):
         async def call() -> admin_pb2.CreateApiKeyResponse:
             caller = await caller_of(self._services, context)
             record, plaintext = await admin.create_api_key(
-                self._services, caller, request.owner, request.scopes
+                self._services,
+                caller,
+                request.owner,
+                request.scopes,
+                request.engine_id or None,
+                _overrides(request.limits) if request.HasField("limits") else None,
             )
             return admin_pb2.CreateApiKeyResponse(api_key=_api_key(record), key=plaintext)
 
@@ -45,6 +51,18 @@ class AdminApi(admin_pb2_grpc.AdminApiServicer):
             caller = await caller_of(self._services, context)
             await admin.revoke_api_key(self._services, caller, request.id)
             return empty_pb2.Empty()
+
+        return await run_call(context, call)
+
+    async def SetApiKeyLimits(
+        self, request: admin_pb2.SetApiKeyLimitsRequest, context: Context
+    ) -> admin_pb2.ApiKey:
+        async def call() -> admin_pb2.ApiKey:
+            caller = await caller_of(self._services, context)
+            record = await admin.set_api_key_limits(
+                self._services, caller, request.id, _overrides(request.limits)
+            )
+            return _api_key(record)
 
         return await run_call(context, call)
 
@@ -139,7 +157,16 @@ def _api_key(row: ApiKey) -> admin_pb2.ApiKey:
     )
     if row.revoked_at is not None:
         message.revoked_at.CopyFrom(_timestamp(row.revoked_at))
+    if row.engine_id is not None:
+        message.engine_id = row.engine_id
+    stored = KeyLimits.of(row.limits).stored()
+    if stored:
+        message.limits.CopyFrom(admin_pb2.ApiKeyLimits(**stored))
     return message
+
+
+def _overrides(message: admin_pb2.ApiKeyLimits) -> KeyLimits:
+    return KeyLimits(**{name: getattr(message, name) for name in KEY_LIMIT_FIELDS if message.HasField(name)})
 
 
 def _node_token(row: NodeToken) -> admin_pb2.NodeToken:
@@ -171,8 +198,12 @@ def _node(view: admin.NodeView) -> admin_pb2.Node:
                 state=m.state,
                 message=m.message,
                 size_bytes=m.size_bytes,
+                weights=m.weights,
+                trained_through=m.trained_through,
             )
             for m in view.models
         ],
+        loaded_models=view.loaded_models,
+        memory_held_bytes=view.memory_held_bytes,
         token_id=view.token_id,
     )

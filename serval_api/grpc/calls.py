@@ -1,10 +1,12 @@
 """The one place gRPC handlers turn `ServalError` into a status, read credentials, refuse
-request messages that do not parse, and answer any other failure with INTERNAL and an error id
-(gRPC itself would send the exception's text)."""
+request messages that do not parse, answer a dependency outage (database or model store down)
+with UNAVAILABLE, and any other failure with INTERNAL and an error id (gRPC itself would send the
+exception's text)."""
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -12,7 +14,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from serval_api.auth import API_KEY_METADATA, Caller, authenticate, bearer_value
-from serval_api.errors import INTERNAL_ERROR, ServalError, invalid_key
+from serval_api.errors import INTERNAL_ERROR, ServalError, invalid_key, outage
 from serval_api.routing.work import Served
 from serval_api.service import Services
 from serval_common.redact import error_reference
@@ -23,16 +25,26 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+RETRY_AFTER_METADATA = "retry-after"
+"""Trailing metadata of an error that says when to try again, in whole seconds (REST: `Retry-After`)."""
+
+
+async def abort(context: grpc.aio.ServicerContext, error: ServalError) -> NoReturn:
+    """End the call with `error`'s code and message, and when to retry where it says."""
+    trailing: tuple[tuple[str, str], ...] = ()
+    if error.retry_after_s is not None:
+        trailing = ((RETRY_AFTER_METADATA, str(max(1, math.ceil(error.retry_after_s)))),)
+    await context.abort(error.grpc_code, error.message, trailing_metadata=trailing)
+    raise AssertionError("unreachable: abort raises")
+
+
 async def run_call(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]) -> T:
     try:
         return await call()
     except ServalError as e:
-        await context.abort(e.grpc_code, e.message)
-        raise AssertionError("unreachable: abort raises") from e
+        await abort(context, e)
     except InvalidKey as e:
-        error = invalid_key(e)
-        await context.abort(error.grpc_code, error.message)
-        raise AssertionError("unreachable: abort raises") from e
+        await abort(context, invalid_key(e))
 
 
 def metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
@@ -87,15 +99,30 @@ class UndecodableRequests(grpc.aio.ServerInterceptor):
     answer UNKNOWN; an unexpected exception answers INTERNAL with an error id, where gRPC would
     send its text. Bidirectional streams (the node stream) read and check their own messages."""
 
+    def __init__(self) -> None:
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        """Method → its wrapped handler: gRPC calls interceptors on every call, and the handler of
+        a method never changes, so it is wrapped once."""
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
+        method = str(handler_call_details.method)
+        wrapped = self._wrapped.get(method)
+        if wrapped is not None:
+            return wrapped
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        method = str(handler_call_details.method)
+        wrapped = self._wrap(handler, method)
+        if wrapped is not handler:
+            self._wrapped[method] = wrapped
+        return wrapped
+
+    @staticmethod
+    def _wrap(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         deserialize = _lenient(handler.request_deserializer)
         serialize = handler.response_serializer
         if handler.unary_unary is not None:
@@ -126,7 +153,9 @@ async def _refuse(context: grpc.aio.ServicerContext, request: Any) -> None:
 
 async def _failed(context: grpc.aio.ServicerContext, method: str, error: Exception) -> NoReturn:
     if isinstance(error, ServalError):
-        await context.abort(error.grpc_code, error.message)
+        await abort(context, error)
+    elif (unavailable := outage(error, log, {"method": method})) is not None:
+        await abort(context, unavailable)
     else:
         message = error_reference(INTERNAL_ERROR, error, log, {"method": method})
         await context.abort(grpc.StatusCode.INTERNAL, message)

@@ -10,7 +10,6 @@ inference=WORD_ALIGN_ON)` turns them into `WordAlignEntry`s."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +19,10 @@ from serval.word_alignment.v1 import engine_pb2 as word_alignment_pb2
 from serval_api.errors import InvalidArgument
 from serval_api.service import limits
 from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry, WordAlignEntry
-from serval_api.service.corpus_export import CorpusFileSource, MonolingualSource, ParallelSource
+from serval_api.service.corpus_files import CorpusFileSource, MonolingualSource, ParallelSource
 from serval_api.service.files import FileFormat
+from serval_api.service.options_json import OptionsNotAnObject
+from serval_api.service.options_json import options_object as parse_options
 
 PRETRANSLATE = "pretranslate"
 WORD_ALIGN_ON = "word_align_on"
@@ -167,11 +168,6 @@ def options_object(text: str) -> dict[str, Any] | None:
     if not text.strip():
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidArgument(f"options: not valid JSON ({e.msg})") from None
-    except RecursionError:
-        raise InvalidArgument("options: nested too deeply") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument("options: expected a JSON object")
-    return value
+        return parse_options(text)
+    except OptionsNotAnObject as e:
+        raise InvalidArgument(f"options: {e}") from None

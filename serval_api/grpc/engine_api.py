@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 from google.protobuf import empty_pb2
@@ -9,7 +10,8 @@ from grpc.aio import ServicerContext as Context
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.errors import NotFound, ServalError
-from serval_api.grpc.calls import caller_of, run_call, served_by
+from serval_api.grpc import results
+from serval_api.grpc.calls import abort, caller_of, run_call, served_by
 from serval_api.grpc.corpora import build_request, options_object
 from serval_api.service import Services, builds, downloads, engines, status, translation
 
@@ -67,7 +69,9 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
             served = await translation.translate(
                 self._services, caller, request.engine_id, request.segment, request.n or 1
             )
-            return engine_pb2.TranslateResponse(results=served_by(context, served))
+            return engine_pb2.TranslateResponse(
+                results=results.translation_results(served_by(context, served))
+            )
 
         return await run_call(context, call)
 
@@ -79,7 +83,9 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
             served = await translation.translate_prefix(
                 self._services, caller, request.engine_id, request.segment, request.prefix, request.n or 1
             )
-            return engine_pb2.TranslateResponse(results=served_by(context, served))
+            return engine_pb2.TranslateResponse(
+                results=results.translation_results(served_by(context, served))
+            )
 
         return await run_call(context, call)
 
@@ -91,7 +97,7 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
             served = await translation.get_word_graph(
                 self._services, caller, request.engine_id, request.segment
             )
-            return engine_pb2.GetWordGraphResponse(word_graph=served_by(context, served))
+            return engine_pb2.GetWordGraphResponse(word_graph=results.word_graph(served_by(context, served)))
 
         return await run_call(context, call)
 
@@ -170,19 +176,20 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
                 request.build_id or None,
                 min_revision=request.min_revision,
             )
-            async for build, model_revision in updates:
-                yield engine_pb2.BuildUpdate(
-                    build_id=build.id,
-                    revision=build.revision,
-                    state=build.state,
-                    progress=build.progress,
-                    message=build.message,
-                    queue_depth=build.queue_depth or 0,
-                    step=build.step,
-                    engine_model_revision=model_revision,
-                )
+            async with contextlib.aclosing(updates):  # ends its long poll when the call does
+                async for build, model_revision in updates:
+                    yield engine_pb2.BuildUpdate(
+                        build_id=build.id,
+                        revision=build.revision,
+                        state=build.state,
+                        progress=build.progress,
+                        message=build.message,
+                        queue_depth=build.queue_depth or 0,
+                        step=build.step,
+                        engine_model_revision=model_revision,
+                    )
         except ServalError as e:
-            await context.abort(e.grpc_code, e.message)
+            await abort(context, e)
 
     async def GetQueueSize(
         self, request: engine_pb2.GetQueueSizeRequest, context: Context

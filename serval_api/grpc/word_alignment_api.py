@@ -9,6 +9,7 @@ from grpc.aio import ServicerContext as Context
 
 from serval.word_alignment.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.errors import NotFound
+from serval_api.grpc import results
 from serval_api.grpc.calls import caller_of, run_call, served_by
 from serval_api.grpc.corpora import WORD_ALIGN_ON, build_request, options_object
 from serval_api.service import Services, builds, engines, status, word_alignment
@@ -52,7 +53,9 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
             served = await word_alignment.align(
                 self._services, caller, request.engine_id, request.source_segment, request.target_segment
             )
-            return engine_pb2.GetWordAlignmentResponse(result=served_by(context, served))
+            return engine_pb2.GetWordAlignmentResponse(
+                result=results.word_alignment(served_by(context, served))
+            )
 
         return await run_call(context, call)
 

@@ -1,9 +1,11 @@
 """The FastAPI application: routers plus the one mapping from `ServalError` to an HTTP answer;
-any other exception answers 500 with an error id, its text only in the log."""
+a dependency outage (database or model store down) answers 503 with `Retry-After`, any other
+exception 500 with an error id, its text only in the log."""
 
 from __future__ import annotations
 
 import logging
+import math
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -13,28 +15,33 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from serval_api.errors import INTERNAL_ERROR, PayloadTooLarge, ServalError, invalid_key
+from serval_api.errors import INTERNAL_ERROR, PayloadTooLarge, ServalError, invalid_key, outage
 from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
 from serval_api.rest import (
     admin,
+    api_keys,
     builds,
     builds_feed,
+    confidences,
     corpora,
     downloads,
     engine_corpora,
     engines,
     files,
     hooks,
+    libretranslate,
     metrics,
     openapi,
     parallel_corpora,
     pretranslations,
+    sil_converters,
     status,
     translation,
     word_alignment,
     word_alignment_builds,
 )
 from serval_api.service import Services
+from serval_api.web import router as web_pages
 from serval_common.redact import error_reference
 from serval_common.store import InvalidKey
 
@@ -59,11 +66,16 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
         app.include_router(module.router)
     app.include_router(engine_corpora.router)
     app.include_router(pretranslations.router)
+    app.include_router(confidences.router)
     app.include_router(hooks.router)
+    app.include_router(api_keys.router)
     app.include_router(word_alignment.router)
     app.include_router(word_alignment_builds.router)
+    app.include_router(libretranslate.router)
+    app.include_router(web_pages)  # the playground at `/`, the console at `/admin` (docs/web-pages.md)
     app.add_middleware(InternalErrors)
     app.add_middleware(BodyLimit, max_bytes=services.settings.api.max_request_bytes)
+    sil_converters.install(app)  # its routes, and its error shape around the middleware above
     if api_metrics is not None:
         app.state.metrics = api_metrics
         app.add_middleware(RestMetricsMiddleware, metrics=api_metrics)
@@ -103,8 +115,13 @@ class InternalErrors:
                 raise
             ids = {k: v for k, v in scope.get("path_params", {}).items() if k.endswith("_id")}
             ids.update(method=scope.get("method"), route=getattr(scope.get("route"), "path", None))
+            unavailable = outage(error, log, ids)
+            if unavailable is not None:
+                await _error_response(unavailable, scope["path"])(scope, receive, send)
+                return
             message = error_reference(INTERNAL_ERROR, error, log, ids)
-            await JSONResponse({"message": message}, status_code=500)(scope, receive, send)
+            shape = "error" if scope["path"] in libretranslate.PATHS else "message"
+            await JSONResponse({shape: message}, status_code=500)(scope, receive, send)
 
 
 class BodyLimit:
@@ -122,7 +139,7 @@ class BodyLimit:
         too_large = PayloadTooLarge(f"the request body is larger than the limit of {self.max_bytes} bytes")
         declared = Headers(scope=scope).get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            await _error_response(too_large)(scope, receive, send)
+            await _error_response(too_large, scope["path"])(scope, receive, send)
             return
         body = bytearray()
         while True:
@@ -131,7 +148,7 @@ class BodyLimit:
                 return
             body += message.get("body", b"")
             if len(body) > self.max_bytes:
-                await _error_response(too_large)(scope, receive, send)
+                await _error_response(too_large, scope["path"])(scope, receive, send)
                 return
             if not message.get("more_body", False):
                 break
@@ -147,10 +164,13 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def _error_response(error: ServalError) -> JSONResponse:
+def _error_response(error: ServalError, path: str = "") -> JSONResponse:
+    """`error` in Serval's shape, or in LibreTranslate's on its routes."""
+    if path in libretranslate.PATHS:
+        return libretranslate.error_response(error)
     headers = {}
     if error.retry_after_s is not None:
-        headers["Retry-After"] = str(max(1, round(error.retry_after_s)))
+        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
     return JSONResponse({"message": error.message}, status_code=error.http_status, headers=headers)
 
 
@@ -162,11 +182,13 @@ async def _invalid_key(_request: Request, error: InvalidKey) -> JSONResponse:
     return _error_response(invalid_key(error))
 
 
-async def _http_error(_request: Request, error: HTTPException) -> Response:
-    """FastAPI's own answers (no such route, a body it cannot parse) in this service's error shape."""
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    """FastAPI's own answers (no such route, a body it cannot parse) in this service's error shape
+    (LibreTranslate's on its routes: a wrong method there answers `{"error"}`)."""
     if not is_body_allowed_for_status_code(error.status_code):
         return Response(status_code=error.status_code, headers=error.headers)
-    return JSONResponse({"message": error.detail}, status_code=error.status_code, headers=error.headers)
+    shape = "error" if request.url.path in libretranslate.PATHS else "message"
+    return JSONResponse({shape: error.detail}, status_code=error.status_code, headers=error.headers)
 
 
 async def _validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:

@@ -44,6 +44,7 @@ async def start_build(
         train_on=training_entries(config.train_on),
         pretranslate=pretranslate_entries(config.pretranslate),
         options=config.options,
+        model=config.model,
     )
     dto = build_dto(services.settings.api_base_url, build)
     response.headers["Location"] = dto.url

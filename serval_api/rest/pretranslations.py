@@ -13,8 +13,8 @@ from fastapi.responses import PlainTextResponse
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.openapi import errors
 from serval_api.rest.protocol import Pretranslation, pretranslation_dto
-from serval_api.service import pretranslations
-from serval_api.service.pretranslations import (
+from serval_api.service import pretranslation_usfm, pretranslations
+from serval_api.service.pretranslation_usfm import (
     MarkerBehavior,
     QuotationMarkBehavior,
     TextOrigin,
@@ -60,7 +60,8 @@ def usfm_options(
     quotation_mark_behavior: Annotated[
         QuotationMarkBehavior | None,
         Query(
-            alias="quotation-mark-behavior", description="Denormalized: into the target's quote convention"
+            alias="quotation-mark-behavior",
+            description="Normalized (default) or Denormalized: into the target's quote convention",
         ),
     ] = None,
     text_origin_camel: Annotated[TextOrigin | None, _old("textOrigin")] = None,
@@ -141,7 +142,7 @@ async def get_pretranslated_usfm(
 ) -> Response:
     """Book `textId` of a Paratext project of the parallel corpus, its verses filled by the
     pretranslations and/or the target's existing text (see docs/pretranslations.md)."""
-    usfm = await pretranslations.usfm(services, caller, engine_id, parallel_corpus_id, text_id, options)
+    usfm = await pretranslation_usfm.usfm(services, caller, engine_id, parallel_corpus_id, text_id, options)
     return _usfm_response(usfm)
 
 
@@ -190,7 +191,7 @@ async def get_corpus_pretranslated_usfm(
     options: UsfmOptionsDep,
 ) -> Response:
     """As the parallel-corpus USFM, for an engine corpus (or else a parallel corpus)."""
-    usfm = await pretranslations.usfm(
+    usfm = await pretranslation_usfm.usfm(
         services, caller, engine_id, corpus_id, text_id, options, engine_corpus=True
     )
     return _usfm_response(usfm)

@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import Field
 
-from serval.translation.v1 import engine_pb2
 from serval_api.db.models import Build, Engine
 from serval_api.db.models import Pretranslation as PretranslationRecord
 from serval_api.db.models import Webhook as WebhookRecord
@@ -19,9 +18,10 @@ from serval_api.rest.build_corpora import (
     pretranslate_corpora,
     training_corpora,
 )
-from serval_api.rest.wire import Model, ResourceLink
+from serval_api.rest.wire import BuildOptions, Model, ResourceLink
 from serval_api.urls import build_url, engine_url, hook_url
 from serval_api.webhooks.events import WebhookEvent
+from serval_common import core
 
 
 class TranslationEngineConfig(Model):
@@ -56,7 +56,12 @@ class TranslationBuildConfig(Model):
     name: str | None = None
     train_on: list[TrainingCorpusConfig] | None = None
     pretranslate: list[PretranslateCorpusConfig] | None = None
-    options: dict[str, Any] | None = None
+    options: BuildOptions = None
+    model: str | None = Field(
+        default=None,
+        description="The base model the build starts from: the name of one an administrator "
+        "published, as the option `baseModel` (Serval 1.20).",
+    )
 
 
 class Phase(Model):
@@ -95,7 +100,9 @@ class TranslationBuild(Model):
     deployment_version: str | None = None
     execution_data: dict[str, Any] = Field(
         description="Always carries `trainCount`, `pretranslateCount` and `warnings`; the engine's "
-        "language tags and what they resolved to when known."
+        "language tags and what they resolved to, the verse counts (book → chapter → verses), whether "
+        "filters chose chapters, the build's `diagnostics` and `averagePretranslationConfidence` when "
+        "known (Serval 1.20)."
     )
     phases: list[Phase] | None = None
     analysis: list[ParallelCorpusAnalysis] | None = None
@@ -305,20 +312,25 @@ def _analysis(entry: dict[str, Any]) -> ParallelCorpusAnalysis:
     )
 
 
-_SOURCE_NAMES = {
-    engine_pb2.TRANSLATION_SOURCE_PRIMARY: "Primary",
-    engine_pb2.TRANSLATION_SOURCE_SECONDARY: "Secondary",
-    engine_pb2.TRANSLATION_SOURCE_HUMAN: "Human",
-}
+_SOURCE_NAMES = (
+    (core.TranslationSource.PRIMARY, "Primary"),
+    (core.TranslationSource.SECONDARY, "Secondary"),
+    (core.TranslationSource.HUMAN, "Human"),
+)
 
 
-def result_dto(result: engine_pb2.TranslationResult) -> TranslationResult:
+def source_names(source: core.TranslationSource) -> list[str]:
+    """Serval's names of a word's sources."""
+    return [name for flag, name in _SOURCE_NAMES if flag in source]
+
+
+def result_dto(result: core.TranslationResult) -> TranslationResult:
     return TranslationResult(
         translation=result.translation,
         source_tokens=list(result.source_tokens),
         target_tokens=list(result.target_tokens),
         confidences=list(result.confidences),
-        sources=[[_SOURCE_NAMES.get(v, "Primary") for v in s.values] for s in result.sources],
+        sources=[source_names(source) for source in result.sources],
         alignment=[
             AlignedWordPair(source_index=a.source_index, target_index=a.target_index)
             for a in result.alignment
@@ -334,7 +346,7 @@ def result_dto(result: engine_pb2.TranslationResult) -> TranslationResult:
     )
 
 
-def word_graph_dto(graph: engine_pb2.WordGraph) -> WordGraph:
+def word_graph_dto(graph: core.WordGraph) -> WordGraph:
     return WordGraph(
         source_tokens=list(graph.source_tokens),
         initial_state_score=graph.initial_state_score,
@@ -352,7 +364,7 @@ def word_graph_dto(graph: engine_pb2.WordGraph) -> WordGraph:
                     AlignedWordPair(source_index=a.source_index, target_index=a.target_index)
                     for a in arc.alignment
                 ],
-                sources=[[_SOURCE_NAMES.get(v, "Primary") for v in s.values] for s in arc.sources],
+                sources=[source_names(source) for source in arc.sources],
             )
             for arc in graph.arcs
         ],

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from serval_api.service.options_json import OptionsNotAnObject, options_object
 
 
 class Model(BaseModel):
@@ -13,3 +18,24 @@ class Model(BaseModel):
 class ResourceLink(Model):
     id: str
     url: str
+
+
+def _options(value: object) -> dict[str, Any] | None:
+    try:
+        return options_object(value)
+    except OptionsNotAnObject as e:
+        raise PydanticCustomError("options", str(e)) from None
+
+
+BuildOptions = Annotated[
+    dict[str, Any] | None,
+    BeforeValidator(_options),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "object"}, {"type": "string"}, {"type": "null"}],
+            "description": "A JSON object of build options, or a string that holds one (as Serval "
+            "accepts); read back as the object.",
+        }
+    ),
+]
+"""A build config's `options` (Serval's `object`): a JSON object or a string holding one."""

@@ -52,6 +52,7 @@ async def create_engine(
         source_language=config.source_language,
         target_language=config.target_language,
         name=config.name,
+        is_model_persisted=config.is_model_persisted,
         allowed=WORD_ALIGNMENT_TYPES,
     )
     dto = engine_dto(services.settings.api_base_url, engine)

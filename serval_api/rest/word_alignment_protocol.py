@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import Field
 
-from serval.word_alignment.v1 import engine_pb2
 from serval_api.db.models import Build, Engine
 from serval_api.db.models import ParallelCorpus as ParallelCorpusRecord
 from serval_api.db.models import WordAlignment as WordAlignmentRecord
@@ -23,10 +22,11 @@ from serval_api.rest.build_corpora import (
     training_corpora,
 )
 from serval_api.rest.protocol import AlignedWordPair, Phase
-from serval_api.rest.wire import Model, ResourceLink
+from serval_api.rest.wire import BuildOptions, Model, ResourceLink
 from serval_api.service import build_corpora
 from serval_api.service.build_corpora import WordAlignEntry
 from serval_api.urls import build_url, corpus_url, engine_url, parallel_corpus_url
+from serval_common import core
 
 
 class WordAlignmentEngineConfig(Model):
@@ -34,6 +34,10 @@ class WordAlignmentEngineConfig(Model):
     target_language: str
     type: str
     name: str | None = None
+    is_model_persisted: bool | None = Field(
+        default=None,
+        description="Whether the model is kept once built (Serval 1.20); recorded, and read back.",
+    )
 
 
 class WordAlignmentEngine(Model):
@@ -43,6 +47,7 @@ class WordAlignmentEngine(Model):
     source_language: str
     target_language: str
     type: str
+    is_model_persisted: bool | None = None
     is_building: bool
     model_revision: int
     confidence: float
@@ -93,7 +98,7 @@ class WordAlignmentBuildConfig(Model):
         description="The parallel corpora whose sentence pairs the build aligns; omitted: all of the "
         "engine's parallel corpora; empty: none.",
     )
-    options: dict[str, Any] | None = None
+    options: BuildOptions = None
 
 
 class WordAlignmentBuild(Model):
@@ -118,7 +123,8 @@ class WordAlignmentBuild(Model):
     deployment_version: str | None = None
     execution_data: dict[str, Any] = Field(
         description="Always carries `trainCount`, `wordAlignCount` and `warnings`; the engine's "
-        "language tags when known."
+        "language tags, the verse counts (book → chapter → verses), whether filters chose chapters, "
+        "and the build's `diagnostics` when known."
     )
     phases: list[Phase] | None = None
 
@@ -154,6 +160,7 @@ def engine_dto(base_url: str, engine: Engine) -> WordAlignmentEngine:
         source_language=engine.source_language,
         target_language=engine.target_language,
         type=engine.type,
+        is_model_persisted=engine.is_model_persisted,
         is_building=engine.is_building,
         model_revision=engine.model_revision,
         confidence=engine.confidence,
@@ -189,7 +196,13 @@ def word_align_entries(configs: Sequence[WordAlignmentCorpusConfig] | None) -> l
 _EXECUTION_KEYS = (
     "trainCount",
     "wordAlignCount",
+    "isTrainFilteredByChapter",
+    "isWordAlignFilteredByChapter",
+    "trainVerseCount",
+    "wordAlignVerseCount",
     "warnings",
+    "diagnostics",
+    "diagnosticsTruncated",
     "engineSourceLanguageTag",
     "engineTargetLanguageTag",
 )
@@ -272,7 +285,7 @@ def word_alignment_dto(row: WordAlignmentRecord) -> WordAlignment:
     )
 
 
-def result_dto(result: engine_pb2.WordAlignmentResult) -> WordAlignmentResult:
+def result_dto(result: core.WordAlignmentResult) -> WordAlignmentResult:
     return WordAlignmentResult(
         source_tokens=list(result.source_tokens),
         target_tokens=list(result.target_tokens),

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from serval.inference.v1 import node_pb2
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeSession
-from serval_api.routing.work import ModelKey
+from serval_common.aio import wait_changed
+from serval_common.model_revision import ModelRevision
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class Fleet:
         log.info("node undrained by an admin", extra={"node_id": node_id})
         await self.registry.notify()
 
-    def load(self, session: NodeSession, model: ModelKey) -> None:
+    def load(self, session: NodeSession, model: ModelRevision) -> None:
         """Ask the node to load `model` unless it holds it or is loading it already."""
         if session.model_state(model.location) not in (
             node_pb2.MODEL_STATE_READY,
@@ -59,7 +60,7 @@ class Fleet:
                 "admin asked node to load model", extra={"node_id": session.node_id, "model": model.location}
             )
 
-    def unload(self, session: NodeSession, engine_id: str) -> list[ModelKey]:
+    def unload(self, session: NodeSession, engine_id: str) -> list[ModelRevision]:
         """Ask the node to unload every revision of the engine it holds; they are routed no more work
         here at once, and unloaded by the node once the work already routed to them is done."""
         held = [key for key in session.held() if key.engine_id == engine_id]
@@ -83,11 +84,16 @@ class Fleet:
                 )
         return ended
 
-    async def watch_revocations(self, revoked: RevokedTokens, interval_s: float) -> None:
-        """Disconnect nodes whose token was revoked anywhere (another replica, `serval admin`
-        on the database), checking the tokens in use every `interval_s`."""
+    async def watch_revocations(
+        self, revoked: RevokedTokens, interval_s: float, wake: asyncio.Event | None = None
+    ) -> None:
+        """Disconnect nodes whose token was revoked anywhere: checked at once when `wake` is set
+        (another replica revoked one), and every `interval_s` for revocations written to the
+        database by other means (`serval admin` on the database)."""
+        wake = wake or asyncio.Event()
         while True:
-            await asyncio.sleep(interval_s)
+            await wait_changed(wake, interval_s)
+            wake.clear()
             in_use = {s.token_id for s in self.registry.sessions() if s.token_id}
             if not in_use:
                 continue

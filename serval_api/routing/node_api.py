@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -23,12 +23,15 @@ from google.protobuf.message import DecodeError
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeSession
-from serval_api.routing.work import ModelKey, TrainSegmentWork
+from serval_api.routing.work import ReplayStart, TrainSegmentWork
+from serval_common import families
+from serval_common.model_revision import ModelRevision
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_PROTOCOL_VERSIONS = (node_pb2.PROTOCOL_VERSION_1,)
+SUPPORTED_PROTOCOL_VERSIONS = (node_pb2.PROTOCOL_VERSION_2,)
+"""Version 1 carried results in Serval's client messages; its nodes are refused with an upgrade hint."""
 MAX_NODE_ID_CHARS = 200
 MAX_SOFTWARE_VERSION_CHARS = 64
 
@@ -47,9 +50,22 @@ class _Refused(Exception):
 TokenVerifier = Callable[[str], Awaitable[str | None]]
 """A node token's id, or None when the token is unknown or revoked."""
 
-TrainSegmentSource = Callable[[ModelKey], Awaitable[list[TrainSegmentWork] | None]]
-"""The pairs a node loading the model revision replays, oldest first; None when the engine or
-that revision of it does not exist."""
+
+class TrainSegmentSource(Protocol):
+    """The engine's stored pairs a node loading (or catching up) a model revision applies."""
+
+    async def start(self, model: ModelRevision, after_seq: int = 0) -> ReplayStart | None:
+        """Where the revision's replay starts; None when the engine or a completed build of that
+        revision does not exist."""
+
+    async def page(self, start: ReplayStart, after: int, limit: int) -> list[TrainSegmentWork]:
+        """At most `limit` pairs numbered above `after`, oldest first."""
+
+
+REPLAY_PAGE_ROWS = 1000
+"""Pairs read from the database at once for a node."""
+CHUNK_BYTES = 1 << 20
+"""StreamTrainSegments sends at most about this much in one message (gRPC's default limit is 4 MiB)."""
 
 
 class NodeRecords(Protocol):
@@ -76,6 +92,14 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         self.records = records
         self.train_segments = train_segments
         self.instance_id = settings.api_instance_name
+        self._forgetting: set[asyncio.Future[None]] = set()
+        """Closed sessions' bookkeeping still being written (it outlives a cancelled handler)."""
+
+    async def wait_closed(self) -> None:
+        """Until the bookkeeping of every closed session is written: the API service stops its
+        database only then (a write cut off by the stop would leave SQLite locked)."""
+        if self._forgetting:
+            await asyncio.gather(*self._forgetting, return_exceptions=True)
 
     async def Connect(self, request_iterator: object, context: grpc.aio.ServicerContext) -> None:
         try:
@@ -97,7 +121,8 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 context,
                 node_pb2.REJECTION_REASON_INCOMPATIBLE_PROTOCOL,
                 f"protocol version {hello.protocol_version} is not supported "
-                f"(supported: {', '.join(map(str, SUPPORTED_PROTOCOL_VERSIONS))})",
+                f"(supported: {', '.join(map(str, SUPPORTED_PROTOCOL_VERSIONS))}); "
+                "run the inference node of this API service's release",
             )
             return
         if (
@@ -149,7 +174,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             await context.write(
                 node_pb2.ApiMessage(
                     welcome=node_pb2.Welcome(
-                        protocol_version=node_pb2.PROTOCOL_VERSION_1,
+                        protocol_version=node_pb2.PROTOCOL_VERSION_2,
                         session_id=session.session_id,
                         api_instance_id=self.instance_id,
                         heartbeat_interval_ms=int(self.settings.api.heartbeat_interval_s * 1000),
@@ -171,7 +196,10 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 task.cancel()
             # The node usually hangs up right after Goodbye, which cancels this handler: the
             # bookkeeping must finish anyway.
-            await asyncio.shield(self._forget(session, reason))
+            forget = asyncio.ensure_future(self._forget(session, reason))
+            self._forgetting.add(forget)
+            forget.add_done_callback(self._forgetting.discard)
+            await asyncio.shield(forget)
         if silent:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"node session closed: {reason}")
         if bad_frame is not None:
@@ -183,14 +211,51 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         self, request: node_pb2.GetTrainSegmentsRequest, context: grpc.aio.ServicerContext
     ) -> node_pb2.GetTrainSegmentsResponse:
         """The same node token as Connect; the model by its location (or, without one, its engine
-        id and revision)."""
+        id and revision). One message with every pair: kept for nodes of earlier releases."""
         try:
-            pairs = await self._replay(request.model, await self.verify_token(_bearer_token(context)))
+            start = await self._replay_start(request, await self.verify_token(_bearer_token(context)))
         except _Refused as e:
             await context.abort(e.code, e.message)
             raise
+        segments: list[node_pb2.TrainSegmentOp] = []
+        async for page in self._pages(start):
+            segments.extend(page)
+        self._log_sent(start, len(segments))
         return node_pb2.GetTrainSegmentsResponse(
-            segments=[
+            segments=segments, through=segments[-1].seq if segments else start.after
+        )
+
+    async def StreamTrainSegments(
+        self, request: node_pb2.GetTrainSegmentsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[node_pb2.TrainSegmentsChunk]:
+        """As GetTrainSegments, in messages of at most about `CHUNK_BYTES`, read from the database a
+        page at a time."""
+        try:
+            start = await self._replay_start(request, await self.verify_token(_bearer_token(context)))
+        except _Refused as e:
+            await context.abort(e.code, e.message)
+            raise
+        chunk: list[node_pb2.TrainSegmentOp] = []
+        size = sent = 0
+        async for page in self._pages(start):
+            for op in page:
+                op_size = op.ByteSize() + 8
+                if chunk and size + op_size > CHUNK_BYTES:
+                    yield node_pb2.TrainSegmentsChunk(segments=chunk, through=chunk[-1].seq)
+                    sent += len(chunk)
+                    chunk, size = [], 0
+                chunk.append(op)
+                size += op_size
+        sent += len(chunk)
+        yield node_pb2.TrainSegmentsChunk(segments=chunk, through=chunk[-1].seq if chunk else start.after)
+        self._log_sent(start, sent)
+
+    async def _pages(self, start: ReplayStart) -> AsyncIterator[list[node_pb2.TrainSegmentOp]]:
+        assert self.train_segments is not None
+        after = start.after
+        while pairs := await self.train_segments.page(start, after, REPLAY_PAGE_ROWS):
+            after = pairs[-1].seq
+            yield [
                 node_pb2.TrainSegmentOp(
                     source_segment=pair.source_segment,
                     target_segment=pair.target_segment,
@@ -199,26 +264,32 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                 )
                 for pair in pairs
             ]
-        )
 
-    async def _replay(self, ref: node_pb2.ModelRef, token_id: str | None) -> list[TrainSegmentWork]:
+    async def _replay_start(
+        self, request: node_pb2.GetTrainSegmentsRequest, token_id: str | None
+    ) -> ReplayStart:
         if token_id is None:
             raise _Refused(grpc.StatusCode.UNAUTHENTICATED, "invalid or revoked node token")
-        model = _model_key(ref)
+        model = _model_key(request.model)
         if model is None:
             raise _Refused(
                 grpc.StatusCode.INVALID_ARGUMENT, "model: expected the location models/{engineId}/{revision}"
             )
+        if request.after_seq < 0:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "after_seq: must not be negative")
         if self.train_segments is None:
             raise _Refused(grpc.StatusCode.UNIMPLEMENTED, "this API service keeps no train segments")
-        pairs = await self.train_segments(model)
-        if pairs is None:
+        start = await self.train_segments.start(model, request.after_seq)
+        if start is None:
             raise _Refused(grpc.StatusCode.NOT_FOUND, f"model {model.location} not found")
+        return start
+
+    @staticmethod
+    def _log_sent(start: ReplayStart, count: int) -> None:
         log.info(
             "train segments sent for replay",
-            extra={"model": model.location, "segments": len(pairs), "token_id": token_id},
+            extra={"model": start.model.location, "after_seq": start.after, "segments": count},
         )
-        return pairs
 
     async def _forget(self, session: NodeSession, reason: str) -> None:
         await self.registry.remove(session, reason)
@@ -257,9 +328,11 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
 
     @staticmethod
     async def _read(context: grpc.aio.ServicerContext, timeout_s: float) -> node_pb2.NodeMessage | None:
-        """The next message; None when the node closed the stream; TimeoutError when it fell silent."""
+        """The next message; None when the node closed the stream; TimeoutError when it fell silent.
+        (`asyncio.timeout`, not `wait_for`, which would start a task for every message.)"""
         try:
-            message = await asyncio.wait_for(context.read(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                message = await context.read()
         except (grpc.aio.AioRpcError, asyncio.CancelledError):
             return None
         except DecodeError as e:
@@ -297,13 +370,13 @@ def _bearer_token(context: grpc.aio.ServicerContext) -> str:
     return ""
 
 
-def _model_key(ref: node_pb2.ModelRef) -> ModelKey | None:
+def _model_key(ref: node_pb2.ModelRef) -> ModelRevision | None:
     if ref.location:
-        key = ModelKey.parse(ref.location)
+        key = ModelRevision.parse(ref.location)
         if key is None or (ref.engine_id and ref.engine_id != key.engine_id):
             return None
         return key
-    return ModelKey(ref.engine_id, ref.revision) if ref.engine_id and ref.revision > 0 else None
+    return ModelRevision(ref.engine_id, ref.revision) if ref.engine_id and ref.revision > 0 else None
 
 
 def _printable(text: str, max_chars: int) -> str:
@@ -311,15 +384,9 @@ def _printable(text: str, max_chars: int) -> str:
     return text.replace("\x00", "")[:max_chars]
 
 
-FAMILY_NAMES = {
-    node_pb2.ENGINE_FAMILY_NMT: "nmt",
-    node_pb2.ENGINE_FAMILY_SMT_TRANSFER: "smt-transfer",
-    node_pb2.ENGINE_FAMILY_STATISTICAL: "statistical",
-}
-
-
 def hello_families(hello: node_pb2.Hello) -> frozenset[str]:
     """The families a node claims; values this service does not know are ignored, and a node that
     claims none (an older node) serves `nmt`."""
-    known = frozenset(FAMILY_NAMES[f] for f in hello.families if f in FAMILY_NAMES)
-    return known or frozenset({"nmt"})
+    claimed = (families.of_wire(value) for value in hello.families)
+    known = frozenset(f.name for f in claimed if f is not None)
+    return known or frozenset({families.DEFAULT_NODE_FAMILY.name})

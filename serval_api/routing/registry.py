@@ -1,16 +1,20 @@
-"""The node sessions connected to this API service, and one condition that wakes waiters
-whenever capacity or model state changes anywhere."""
+"""The node sessions connected to this API service, and one wake-up for waiters whenever capacity or
+model state changes anywhere.
+
+`notify` runs on every answer a node sends, so it costs nothing when nobody waits: the event a
+waiter waits on is made only when someone waits, and replaced each time it fires."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 from serval.inference.v1 import node_pb2
 from serval_api.routing.session import NodeSession
+from serval_common.aio import wait_changed
+from serval_common.model_revision import short_weights
 from serval_common.redact import redact
 
 log = logging.getLogger(__name__)
@@ -21,7 +25,7 @@ ModelStateListener = Callable[[NodeSession, node_pb2.ModelStatus], None]
 class NodeRegistry:
     def __init__(self) -> None:
         self._sessions: dict[str, NodeSession] = {}
-        self._changed = asyncio.Condition()
+        self._changed: asyncio.Event | None = None
         self.listeners: list[ModelStateListener] = []
 
     def sessions(self) -> list[NodeSession]:
@@ -43,23 +47,27 @@ class NodeRegistry:
         await self.notify()
 
     async def notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        """Wake every `wait_for_change` now waiting."""
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
     async def wait_for_change(self, timeout_s: float) -> None:
-        async with self._changed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout_s)
+        """Until the next `notify`, for at most `timeout_s`."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        await wait_changed(self._changed, timeout_s)
 
     def set_model_state(self, session: NodeSession, status: node_pb2.ModelStatus) -> None:
         location = status.model.location
-        if status.state == node_pb2.MODEL_STATE_UNLOADED:
-            session.models.pop(location, None)
-            session.model_sizes.pop(location, None)
-        else:
-            session.models[location] = status.state
-        if status.size_bytes > 0:
-            session.model_sizes[location] = status.size_bytes
+        before = session.models.state(location)
+        session.models.set(
+            location,
+            status.state,
+            status.model.weights,
+            status.size_bytes,
+            status.trained_through if status.HasField("trained_through") else None,
+        )
         if status.state == node_pb2.MODEL_STATE_FAILED:
             session.failed_at[location] = time.monotonic()
         else:
@@ -69,15 +77,17 @@ class NodeRegistry:
             session.model_errors[location] = redact(status.message)
         else:
             session.model_errors.pop(location, None)
-        log.info(
-            "model status",
-            extra={
-                "node_id": session.node_id,
-                "model": location,
-                "state": _state_name(status.state),
-                "detail": status.message,
-            },
-        )
+        if status.state != before or status.message:
+            log.info(
+                "model status",
+                extra={
+                    "node_id": session.node_id,
+                    "model": location,
+                    "state": _state_name(status.state),
+                    "weights": short_weights(status.model.weights),
+                    "detail": status.message,
+                },
+            )
         for listener in self.listeners:
             listener(session, status)
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from serval.inference.v1 import node_pb2
-from serval_api.routing.work import ModelKey
+from serval_api.routing.held import HeldModels
+from serval_common.families import DEFAULT_NODE_FAMILY
+from serval_common.model_revision import ModelRevision
 
 DRAIN_ORDER_HOLD_S = 5.0
 """How long heartbeats contradicting an admin's drain or undrain are ignored (sent before the node heard)."""
@@ -26,14 +28,13 @@ class NodeSession:
     slots: int
     token_id: str = ""
     software_version: str = ""
-    families: frozenset[str] = frozenset({"nmt"})
+    families: frozenset[str] = frozenset({DEFAULT_NODE_FAMILY.name})
     """The engine families the node serves (from Hello; an older node serves `nmt` only)."""
     outbox: asyncio.Queue[node_pb2.ApiMessage] = field(default_factory=asyncio.Queue)
-    models: dict[str, int] = field(default_factory=dict, repr=False)
-    """Model location → node_pb2.ModelState."""
+    models: HeldModels = field(default_factory=HeldModels, repr=False)
+    """The revisions the node holds and the weights they share, as it reported them."""
     model_errors: dict[str, str] = field(default_factory=dict, repr=False)
     """Model location → why its load failed, or the last failed attempt while it is retried."""
-    model_sizes: dict[str, int] = field(default_factory=dict, repr=False)
     failed_at: dict[str, float] = field(default_factory=dict, repr=False)
     """Model location → when (monotonic) the node reported its load FAILED."""
     pending: dict[str, asyncio.Future[node_pb2.WorkResult]] = field(default_factory=dict, repr=False)
@@ -49,6 +50,9 @@ class NodeSession:
     _drain_order: tuple[bool, float] | None = field(default=None, repr=False)
     """An admin's drain (True) or undrain (False) the node has not yet confirmed, and until when
     heartbeats saying otherwise are taken as sent before the node heard of it."""
+    pushing: dict[str, int] = field(default_factory=dict)
+    """Revision location → the newest pair number sent to the node as work and not yet answered:
+    catching up waits for it (`LearningSync`)."""
     kicked: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     kick_reason: str = ""
 
@@ -103,25 +107,36 @@ class NodeSession:
         self.kicked.set()
 
     def model_state(self, location: str) -> int:
-        return self.models.get(location, node_pb2.MODEL_STATE_UNSPECIFIED)
+        """The revision's own state on the node."""
+        return self.models.state(location)
+
+    def trained_through(self, location: str) -> int | None:
+        """The pair number the node's READY model of the revision has learned up to (families that
+        learn segments); None otherwise."""
+        return self.models.trained_through(location)
+
+    def serves(self, model: ModelRevision) -> int:
+        """The revision's state counting its weights: READY when the node holds them under any
+        revision (work for it needs no load), see `HeldModels.serves`."""
+        return self.models.serves(model)
 
     def send(self, message: node_pb2.ApiMessage) -> None:
         self.outbox.put_nowait(message)
 
-    def load(self, model: ModelKey) -> None:
+    def load(self, model: ModelRevision) -> None:
         """Ask the node to load `model`; until it says otherwise the model counts as loading."""
-        self.models[model.location] = node_pb2.MODEL_STATE_LOADING
+        self.models.set(model.location, node_pb2.MODEL_STATE_LOADING, model.weights)
         self.send(node_pb2.ApiMessage(load_model=node_pb2.LoadModel(model=model_ref(model))))
 
-    def unload(self, model: ModelKey) -> None:
+    def unload(self, model: ModelRevision) -> None:
         """Route nothing more to `model` here and ask the node to unload it once its work is done."""
-        self.models.pop(model.location, None)
+        self.models.remove(model.location)
         self.model_errors.pop(model.location, None)
         self.send(node_pb2.ApiMessage(unload_model=node_pb2.UnloadModel(model=model_ref(model))))
 
-    def held(self) -> list[ModelKey]:
-        """The model revisions the node holds or is loading."""
-        return [key for key in map(ModelKey.parse, list(self.models)) if key is not None]
+    def held(self) -> list[ModelRevision]:
+        """The model revisions the node holds or is loading, with their weights where known."""
+        return self.models.revisions()
 
     def submit(self, request_id: str, item: node_pb2.WorkItem) -> asyncio.Future[node_pb2.WorkResult]:
         future: asyncio.Future[node_pb2.WorkResult] = asyncio.get_running_loop().create_future()
@@ -145,5 +160,7 @@ class NodeSession:
         self.pending.clear()
 
 
-def model_ref(model: ModelKey) -> node_pb2.ModelRef:
-    return node_pb2.ModelRef(engine_id=model.engine_id, revision=model.revision, location=model.location)
+def model_ref(model: ModelRevision) -> node_pb2.ModelRef:
+    return node_pb2.ModelRef(
+        engine_id=model.engine_id, revision=model.revision, location=model.location, weights=model.weights
+    )

@@ -5,34 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from serval_common.core import Detail
+from serval_common.model_revision import ModelRevision
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ModelKey:
-    """One model revision of one engine, and where it lives in the model store."""
-
-    engine_id: str
-    revision: int
-
-    @property
-    def location(self) -> str:
-        return f"models/{self.engine_id}/{self.revision}"
-
-    @classmethod
-    def parse(cls, location: str) -> ModelKey | None:
-        """The key of a `models/{engineId}/{revision}` location; None for anything else."""
-        parts = location.split("/")
-        if len(parts) != 3 or parts[0] != "models" or not parts[2].isdigit():
-            return None
-        return cls(parts[1], int(parts[2]))
 
 
 @dataclass(frozen=True)
 class TranslateWork:
     """translate (n = 1) or translate-n (n > 1) of one segment with one model revision."""
 
-    model: ModelKey
+    model: ModelRevision
     family: str
     """The engine's type (`nmt`, `smt-transfer`): only nodes serving the family get the work."""
     source_language: str
@@ -41,13 +24,15 @@ class TranslateWork:
     n: int = 1
     prefix: str = ""
     """Target text the user typed; every result starts with it."""
+    detail: Detail = Detail.FULL
+    """What the caller will read: the node computes nothing more."""
 
 
 @dataclass(frozen=True)
 class WordGraphWork:
     """The word graph of one segment with one model revision."""
 
-    model: ModelKey
+    model: ModelRevision
     family: str
     source_language: str
     target_language: str
@@ -58,20 +43,34 @@ class WordGraphWork:
 class TrainSegmentWork:
     """Learn one confirmed pair into a loaded model revision (families that learn segments)."""
 
-    model: ModelKey
+    model: ModelRevision
     family: str
     source_segment: str
     target_segment: str
     sentence_start: bool
     seq: int
     """The pair's `TrainSegment.id`: a node applies each once, replayed or sent."""
+    previous_seq: int = 0
+    """The engine's pair stored just before it (0: none): a node that learned less fetches the gap."""
+
+
+@dataclass(frozen=True)
+class ReplayStart:
+    """Where a revision's replay starts: the engine's pairs numbered above `after`."""
+
+    model: ModelRevision
+    family: str
+    base: int
+    """The highest pair number the revision's build trained on (0: none)."""
+    after: int
+    """The larger of `base` and the number the node asked to start after."""
 
 
 @dataclass(frozen=True)
 class AlignWork:
     """Align one sentence pair with a word-alignment model revision."""
 
-    model: ModelKey
+    model: ModelRevision
     family: str
     source_segment: str
     target_segment: str

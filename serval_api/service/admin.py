@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from serval.inference.v1 import node_pb2
-from serval_api.auth import ADMIN, Caller
+from serval_api.auth import ADMIN, Caller, KeyLimits
 from serval_api.db import nodes as node_rows
 from serval_api.db.models import ApiKey, Engine, Node, NodeToken
 from serval_api.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from serval_api.routing.fleet import Fleet
 from serval_api.routing.session import NodeSession
-from serval_api.routing.work import ModelKey
 from serval_api.service import keys
-from serval_api.service.changes import API_KEYS
+from serval_api.service.changes import API_KEYS, NODE_TOKENS
 from serval_api.service.context import Services
+from serval_common.model_revision import ModelRevision
 
 MODEL_STATES: dict[int, str] = {
     node_pb2.MODEL_STATE_LOADING: "loading",
@@ -41,6 +41,11 @@ class NodeModelView:
     state: str
     message: str = ""
     size_bytes: int = 0
+    """The loaded model's size: revisions sharing `weights` share it (count it once)."""
+    weights: str = ""
+    """The weights identity the revision serves; "" while the node has not said."""
+    trained_through: int | None = None
+    """Families that learn segments: the pair number the READY model has learned up to."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,9 @@ class NodeView:
     api_instance_id: str | None = None
     token_id: str | None = None
     models: list[NodeModelView] = field(default_factory=list)
+    loaded_models: int = 0
+    """Sets of weights held or loading (revisions sharing weights count once)."""
+    memory_held_bytes: int = 0
 
     @property
     def drained(self) -> bool:
@@ -70,8 +78,16 @@ MAX_NAME_CHARS = 200
 
 
 async def create_api_key(
-    services: Services, caller: Caller, owner: str, scopes: Iterable[str]
+    services: Services,
+    caller: Caller,
+    owner: str,
+    scopes: Iterable[str],
+    engine_id: str | None = None,
+    overrides: KeyLimits | None = None,
 ) -> tuple[ApiKey, str]:
+    """`engine_id` binds the key to one of `owner`'s translation engines: the dialects that name
+    no engine (SIL Converters, LibreTranslate) then translate with it. `overrides`: the key's own
+    per-key limits in place of the settings (`service/quotas.py`)."""
     caller.require(ADMIN)
     wanted = list(scopes)
     if not wanted:
@@ -81,7 +97,21 @@ async def create_api_key(
         raise InvalidArgument(f"scopes: not a scope name: {', '.join(map(repr, bad))}")
     if len(owner) > MAX_NAME_CHARS:
         raise InvalidArgument(f"owner: at most {MAX_NAME_CHARS} characters")
-    return await keys.create_api_key(services.db, owner, wanted)
+    if engine_id:
+        await keys.check_bindable_engine(services.db, owner, engine_id)
+    if overrides is not None:
+        keys.check_limits(overrides)
+    return await keys.create_api_key(
+        services.db, owner, wanted, engine_id=engine_id or None, overrides=overrides
+    )
+
+
+async def set_api_key_limits(services: Services, caller: Caller, key_id: str, overrides: KeyLimits) -> ApiKey:
+    """Replace one key's limit overrides; every replica uses them once it hears of the change."""
+    caller.require(ADMIN)
+    record = await keys.set_api_key_limits(services.db, key_id, overrides)
+    services.changes.notify(API_KEYS)
+    return record
 
 
 async def list_api_keys(services: Services, caller: Caller, owner: str | None = None) -> list[ApiKey]:
@@ -108,12 +138,13 @@ async def list_node_tokens(services: Services, caller: Caller) -> list[NodeToken
 
 
 async def revoke_node_token(services: Services, caller: Caller, token_id: str) -> None:
-    """Nodes using the token here are disconnected at once; other replicas notice within
-    `api.node_token_check_s`."""
+    """Nodes using the token are disconnected at once, here and (told through the change
+    notifications) on the other replicas."""
     caller.require(ADMIN)
     await keys.revoke_node_token(services.db, token_id)
     if services.fleet is not None:
         services.fleet.disconnect_tokens({token_id})
+    services.changes.notify(NODE_TOKENS)
 
 
 async def list_nodes(services: Services, caller: Caller) -> list[NodeView]:
@@ -171,7 +202,9 @@ async def load_engine(
     session = _connected(services, node_id)
     if session.draining:
         raise FailedPrecondition(f"node {node_id} is draining; undrain it first")
-    _fleet(services).load(session, ModelKey(engine_id, wanted))
+    # The current revision's weights are known: a node holding them aliases it without a load.
+    weights = (engine.model_weights or "") if wanted == engine.model_revision else ""
+    _fleet(services).load(session, ModelRevision(engine_id, wanted, weights))
     return _view(await node_rows.get_node(services.db, node_id), session, node_id)
 
 
@@ -221,7 +254,9 @@ def _view(row: Node | None, session: NodeSession | None, node_id: str) -> NodeVi
             revision=key.revision,
             state=MODEL_STATES.get(session.model_state(key.location), "unknown"),
             message=session.model_errors.get(key.location, ""),
-            size_bytes=session.model_sizes.get(key.location, 0),
+            size_bytes=session.models.size_of(key),
+            weights=key.weights,
+            trained_through=session.trained_through(key.location),
         )
         for key in sorted(session.held(), key=lambda k: (k.engine_id, k.revision))
     ]
@@ -240,4 +275,6 @@ def _view(row: Node | None, session: NodeSession | None, node_id: str) -> NodeVi
         api_instance_id=row.api_instance_id if row is not None else None,
         token_id=session.token_id or None,
         models=models,
+        loaded_models=len(session.models),
+        memory_held_bytes=session.models.bytes_held(),
     )

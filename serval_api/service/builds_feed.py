@@ -1,4 +1,11 @@
-"""The builds feed: one owner's builds across all their engines, by creation or by finish.
+"""The builds feed: one owner's translation builds across all their engines, by creation or by
+finish.
+
+Serval's feed (`TranslationBuilds.GetAllBuildsCreatedAfter`, `GetNextFinishedBuild`) reads the
+translation builds' collection: word-alignment builds are another collection there, and Serval has
+no feed for them (sillsdev/serval: `Serval.Translation/Features/Builds/` holds the feed, and
+`Serval.WordAlignment` none). So word-alignment builds (`statistical`, `echo-word-alignment`), whose
+URLs lie under `/word-alignment/engines` and answer 404 as translation builds, are left out.
 
 `next_finished` long-polls on `owner_builds_key(owner)`, which every change to one of the owner's
 builds notifies (on PostgreSQL through NOTIFY, so a build finished through another replica wakes it).
@@ -9,10 +16,10 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build
+from serval_api.db.models import Build, Engine, EngineType
 from serval_api.errors import InvalidArgument
 from serval_api.service import limits
 from serval_api.service.builds import wait_until
@@ -41,10 +48,22 @@ def parse_timestamp(name: str, value: str | None) -> datetime:
         ) from None
 
 
+TRANSLATION_TYPES = tuple(t.value for t in EngineType if not t.is_word_alignment)
+
+
+def _translation_builds(owner: str) -> Select[Build]:
+    """The owner's builds of translation engines."""
+    return (
+        select(Build)
+        .join(Engine, Engine.id == Build.engine_id)
+        .where(Build.owner == owner, Engine.type.in_(TRANSLATION_TYPES))
+    )
+
+
 async def builds_created_after(services: Services, caller: Caller, created_after: str | None) -> list[Build]:
     """The caller's builds created after `created_after` (all of them without it), oldest first."""
     caller.require(READ_ENGINES)
-    query = select(Build).where(Build.owner == caller.owner)
+    query = _translation_builds(caller.owner)
     if created_after is not None:
         query = query.where(Build.date_created > parse_timestamp("created-after", created_after))
     async with services.db.session() as s:
@@ -57,8 +76,8 @@ async def next_finished(services: Services, caller: Caller, finished_after: str 
     caller.require(READ_ENGINES)
     after = parse_timestamp("finished-after", finished_after)
     query = (
-        select(Build)
-        .where(Build.owner == caller.owner, Build.date_finished > after)
+        _translation_builds(caller.owner)
+        .where(Build.date_finished > after)
         .order_by(Build.date_finished, Build.id)
         .limit(1)
     )
@@ -72,6 +91,7 @@ async def next_finished(services: Services, caller: Caller, finished_after: str 
         owner_builds_key(caller.owner),
         read,
         lambda b: b is not None,
+        caller=caller,
         timeout_message="no build finished within the poll window; poll again",
     )
     assert build is not None

@@ -125,3 +125,6 @@ def owner_builds_key(owner: str) -> str:
 
 API_KEYS = "api-keys"
 """The key notified when an API key is revoked."""
+
+NODE_TOKENS = "node-tokens"
+"""The key notified when a node token is revoked: every replica checks its nodes' tokens at once."""

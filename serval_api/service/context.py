@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from serval.translation.v1 import engine_pb2
-from serval.word_alignment.v1 import engine_pb2 as alignment_pb2
 from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
@@ -15,7 +13,11 @@ from serval_api.routing.fleet import Fleet
 from serval_api.routing.work import AlignWork, Served, TrainSegmentWork, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
 from serval_api.service.lookups import Lookups
+from serval_api.service.quotas import Quotas
+from serval_common.core import TranslationResult, WordAlignmentResult, WordGraph
+from serval_common.model_revision import ModelRevision
 from serval_common.settings import Settings
+from serval_common.store import ModelStore, store_from_settings
 
 LONG_POLL_MAX_S = 40.0
 
@@ -23,20 +25,35 @@ LONG_POLL_MAX_S = 40.0
 class TranslationDispatcher(Protocol):
     async def translate(
         self, work: TranslateWork, *, request_id: str, timeout_s: float
-    ) -> Served[list[engine_pb2.TranslationResult]]: ...
+    ) -> Served[list[TranslationResult]]: ...
 
     async def word_graph(
         self, work: WordGraphWork, *, request_id: str, timeout_s: float
-    ) -> Served[engine_pb2.WordGraph]: ...
+    ) -> Served[WordGraph]: ...
 
     async def align(
         self, work: AlignWork, *, request_id: str, timeout_s: float
-    ) -> Served[alignment_pb2.WordAlignmentResult]: ...
+    ) -> Served[WordAlignmentResult]: ...
 
     def queue_size(self) -> int: ...
 
-    def revision_published(self, engine_id: str, revision: int) -> None:
-        """An engine's current model revision changed: nodes may load it ahead of requests."""
+    def loading(self, model: ModelRevision) -> bool:
+        """Whether a node is loading `model` (or its weights) now."""
+
+    async def prefetch(self, engine_id: str, revision: int, timeout_s: float, weights: str = "") -> bool:
+        """Before a build reads Completed: the nodes serving the engine load its new revision
+        (serving `weights`, where known), waited for up to `timeout_s`; whether it is ready (or no
+        node served the engine)."""
+
+    def revision_withdrawn(self, engine_id: str, revision: int) -> None:
+        """A prefetched revision whose build did not complete: nodes unload it."""
+
+    def revision_published(
+        self, engine_id: str, revision: int, *, weights: str = "", prefetched: bool = False
+    ) -> None:
+        """An engine's current model revision changed (it serves `weights`, where known): nodes
+        may load it ahead of requests (unless `prefetched`: the build's completion already asked
+        them)."""
 
     async def retire_engine(self, engine_id: str, timeout_s: float) -> bool:
         """The engine is gone: route nothing more to it, have every node unload its revisions once
@@ -58,8 +75,19 @@ class Services:
     long_poll_max_s: float = LONG_POLL_MAX_S
 
     @cached_property
+    def store(self) -> ModelStore:
+        """The model store the settings name, opened once (an S3 client is thread-safe and keeps
+        its connections)."""
+        return store_from_settings(self.settings)
+
+    @cached_property
     def lookups(self) -> Lookups:
         return Lookups(self.db, self.changes, self.settings.api.lookup_cache_s)
+
+    @cached_property
+    def quotas(self) -> Quotas:
+        """The per-key limits every transport and dialect goes through."""
+        return Quotas(self.db, self.settings.limits, replica=self.settings.api_instance_name)
 
     @cached_property
     def jwt(self) -> JwtVerifier:

@@ -10,11 +10,12 @@ the parallel corpus or engine corpus they came from as `corpusId`. A word-alignm
 writes `builds/{buildId}/word-align.json` (`WORD_ALIGN_INPUT`) instead of pretranslations: the
 sentence pairs of its `wordAlignOn` corpora (omitted: all its parallel corpora) to align.
 
-Segments are keyed by (textId, ref). A Text file's ref is `{textId}:{lineNumber}` (1-based);
-a Paratext zip's text ids are book ids and its refs verse references (`MAT 1:1`), read with
-SIL's `sil-machine`. Several corpora on one side merge, the first non-empty segment winning;
-a pair needs a non-empty segment on both sides. The engine's train-segment pairs follow the
-corpora's (a build may train on them alone) unless `trainOn` is empty, an inference-only build.
+The corpora's descriptions and the reading of their Text and Paratext files into segments,
+keyed by (textId, ref), are `corpus_files.py`'s. Several corpora on one side merge, the first
+non-empty segment winning; a pair needs a non-empty segment on both sides. The engine's train-segment pairs follow the
+corpora's (a build may train on them alone) unless `trainOn` is empty, an inference-only build;
+so is a build whose corpora hold no pairs. A pretranslate row is a source segment not in the
+training data (no target segment to train on under its key), as Serval decides it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import json
 import logging
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -34,77 +35,42 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import Caller
 from serval_api.db.models import Corpus, DataFile, Engine, EngineType
-from serval_api.errors import InvalidArgument, concealed
-from serval_api.service import build_corpora, limits, train_segments
+from serval_api.errors import InvalidArgument
+from serval_api.service import build_corpora, corpus_files, diagnostics, limits, train_segments
 from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry, WordAlignEntry
 from serval_api.service.context import Services
+from serval_api.service.corpus_files import (
+    ENGINE_CORPUS,
+    PARALLEL_CORPUS,
+    CorpusFileSource,
+    MonolingualSource,
+    ParallelSource,
+    TextFilter,
+)
+from serval_api.service.diagnostics import Diagnostic
 from serval_api.service.engine_corpora import engine_corpora_of
 from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
-from serval_api.service.files import FileFormat, contents_key, model_store
+from serval_api.service.file_contents import ContentsReader, Downloads, contents_key
+from serval_api.service.files import FileFormat
 from serval_api.service.parallel_corpora import engine_parallel_corpora
+from serval_api.service.verse_counts import VerseCount, filtered_by_chapter, verse_count
+from serval_common.families import family
 from serval_common.jobs import WORD_ALIGN_INPUT
-from serval_common.languages import resolve_language
-from serval_common.store import ModelStore, StoreError
+from serval_common.languages import NLLB_LANGUAGE_CODE_SET, resolve_language
 
 log = logging.getLogger(__name__)
 
-NO_PAIRS = "no parallel segments to train on"
+NO_PAIRS = (
+    "the corpora to train on hold no parallel segments: the build trains nothing and uses the base "
+    "model; give the target corpora text for the source's segments to train"
+)
+"""A warning, not a refusal: Serval builds with nothing to train on (its preprocess job writes
+empty training files) and pretranslates with the base model."""
 
-PARALLEL_CORPUS = "parallel corpus"
-ENGINE_CORPUS = "corpus"
-"""`ParallelSource.kind` of an engine corpus: one source and one target side, both its own id."""
-
-_FILE_LOCATION = re.compile(r"^files/([^/]+)(?:/contents)?$")
 _RANGE_PART = re.compile(r"^([A-Z0-9]{3})(?:(\d+)(?:-(\d+))?)?$")
 
 
-@dataclass(frozen=True)
-class TextFilter:
-    """Which texts (and, for Scripture, which chapters of a book) to use; `everything` uses all."""
-
-    everything: bool = False
-    text_ids: frozenset[str] = frozenset()
-    chapters: dict[str, frozenset[int]] = field(default_factory=dict)
-
-    def admits(self, text_id: str, chapter: int | None) -> bool:
-        if self.everything or text_id in self.text_ids:
-            return True
-        if text_id not in self.chapters:
-            return False
-        wanted = self.chapters[text_id]
-        return not wanted or chapter is None or chapter in wanted
-
-
 ALL_TEXTS = TextFilter(everything=True)
-
-
-@dataclass(frozen=True)
-class CorpusFileSource:
-    location: str
-    format: FileFormat
-    text_id: str
-
-
-@dataclass(frozen=True)
-class MonolingualSource:
-    """`train` / `pretranslate`: the texts chosen for that; None: the corpus takes no part in it."""
-
-    id: str
-    language: str
-    files: tuple[CorpusFileSource, ...]
-    train: TextFilter | None = None
-    pretranslate: TextFilter | None = None
-
-
-@dataclass(frozen=True)
-class ParallelSource:
-    """`id` becomes the `corpusId` of its pretranslations; `kind` (PARALLEL_CORPUS or ENGINE_CORPUS)
-    says which entries name it, and names it in warnings."""
-
-    id: str
-    source: tuple[MonolingualSource, ...]
-    target: tuple[MonolingualSource, ...]
-    kind: str = PARALLEL_CORPUS
 
 
 @dataclass
@@ -123,32 +89,65 @@ class ExportPlan:
     word_align_on: list[WordAlignEntry] | None = None
     train_segments_through: int | None = None
     """The highest `TrainSegment.id` among the train-segment pairs the build trains on (None: none)."""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """The warnings as Serval 1.20's diagnostics (`service/diagnostics.py`)."""
+    train_verse_count: VerseCount = field(default_factory=dict)
+    """The verses of Scripture among the corpora's training pairs (by their target refs)."""
+    train_filtered_by_chapter: bool = False
+    inference_filtered_by_chapter: bool = False
+    """Whether `pretranslate` (or a word-alignment build's `wordAlignOn`) chose chapters."""
 
-    def execution_data(self, engine: Engine) -> dict[str, Any]:
-        if self.word_align_rows is not None:
-            return {
-                "trainCount": len(self.pairs),
-                "wordAlignCount": len(self.word_align_rows),
-                "warnings": self.warnings,
-                "engineSourceLanguageTag": engine.source_language,
-                "engineTargetLanguageTag": engine.target_language,
-            }
-        return {
+    def execution_data(self, engine: Engine, model_name: str | None = None) -> dict[str, Any]:
+        """What the build's execution data starts as; `model_name`: the base model an `nmt` build
+        starts from, whose languages Serval's `MODEL-` diagnostics are about."""
+        shared = {
             "trainCount": len(self.pairs),
-            "trainSegmentCount": self.train_segment_count,
-            "pretranslateCount": len(self.pretranslate_rows),
+            "isTrainFilteredByChapter": self.train_filtered_by_chapter,
+            "trainVerseCount": self.train_verse_count,
             "warnings": self.warnings,
             "engineSourceLanguageTag": engine.source_language,
             "engineTargetLanguageTag": engine.target_language,
         }
+        if self.word_align_rows is not None:
+            return {
+                **shared,
+                "wordAlignCount": len(self.word_align_rows),
+                "isWordAlignFilteredByChapter": self.inference_filtered_by_chapter,
+                "wordAlignVerseCount": verse_count(r["targetRefs"] for r in self.word_align_rows),
+                **diagnostics.merged(None, self.diagnostics),
+            }
+        model_checks = (
+            _model_diagnostics(engine, len(self.pairs), model_name)
+            if family(engine.type).takes_base_model and model_name is not None
+            else []
+        )
+        return {
+            **shared,
+            "trainSegmentCount": self.train_segment_count,
+            "pretranslateCount": len(self.pretranslate_rows),
+            "isPretranslateFilteredByChapter": self.inference_filtered_by_chapter,
+            "pretranslateVerseCount": verse_count(r["targetRefs"] for r in self.pretranslate_rows),
+            **diagnostics.merged(None, [*self.diagnostics, *model_checks]),
+        }
 
 
-@dataclass(frozen=True)
-class _Row:
-    text_id: str
-    ref: str
-    chapter: int | None
-    text: str
+def _model_diagnostics(engine: Engine, train_count: int, model_name: str) -> list[Diagnostic]:
+    """Serval's checks of an NMT build (`NmtPreprocessBuildJob.GetDiagnostics`): few segments to
+    train on, and languages the base model (NLLB-200) does not know."""
+    found = []
+    if 0 < train_count < diagnostics.MINIMUM_TRAIN_COUNT:
+        found.append(diagnostics.few_training_segments(train_count))
+    unknown = []
+    for side, code, tag in (
+        ("source", engine.source_code, engine.source_language),
+        ("target", engine.target_code, engine.target_language),
+    ):
+        if code not in NLLB_LANGUAGE_CODE_SET:
+            found.append(diagnostics.unknown_script(side, code, model_name))
+            unknown.append(tag)
+    if train_count == 0 and unknown:
+        found.append(diagnostics.unknown_languages_untrained(unknown, model_name))
+    return found
 
 
 def parse_scripture_range(value: str, field_name: str) -> TextFilter:
@@ -200,7 +199,7 @@ async def plan_build(
             else train_segments.TrainingPairs([], None)
         )
     corpora = _chosen(catalog, train_on, pretranslate)
-    store = model_store(services.settings)
+    store = ContentsReader(services, services.store)
     plan = await asyncio.to_thread(_collect, store, corpora, engine, segments.pairs)
     plan = replace(
         plan, train_on=train_on, pretranslate=pretranslate, train_segments_through=segments.through
@@ -211,7 +210,7 @@ async def plan_build(
 
 
 async def plan_word_align(
-    store: ModelStore,
+    store: Downloads,
     plan: ExportPlan,
     catalog: list[ParallelSource],
     word_align_on: list[WordAlignEntry] | None,
@@ -224,8 +223,13 @@ async def plan_word_align(
         "wordAlignOn", word_align_on, parallel_corpus_ids=known, engine_corpus_ids=()
     )
     entries = [WordAlignEntry(parallel_corpus_id=pc_id) for pc_id in known] if resolved is None else resolved
-    rows = await asyncio.to_thread(_word_align_rows, store, catalog, entries)
-    return replace(plan, word_align_rows=rows, word_align_on=resolved)
+    rows, chosen = await asyncio.to_thread(_word_align_rows, store, catalog, entries)
+    return replace(
+        plan,
+        word_align_rows=rows,
+        word_align_on=resolved,
+        inference_filtered_by_chapter=filtered_by_chapter(chosen),
+    )
 
 
 def _chosen_texts(chosen: dict[str, TextFilter | None], corpus: MonolingualSource) -> TextFilter | None:
@@ -233,20 +237,23 @@ def _chosen_texts(chosen: dict[str, TextFilter | None], corpus: MonolingualSourc
 
 
 def _word_align_rows(
-    store: ModelStore, catalog: list[ParallelSource], entries: list[WordAlignEntry]
-) -> list[dict[str, Any]]:
-    """Blocking: per entry, the pairs of its chosen texts with a non-empty segment on both sides."""
+    store: Downloads, catalog: list[ParallelSource], entries: list[WordAlignEntry]
+) -> tuple[list[dict[str, Any]], list[TextFilter | None]]:
+    """Blocking: per entry, the pairs of its chosen texts with a non-empty segment on both sides;
+    and the texts each entry chose of each corpus."""
     by_id = {pc.id: pc for pc in catalog if pc.kind == PARALLEL_CORPUS}
     rows: list[dict[str, Any]] = []
+    every_choice: list[TextFilter | None] = []
     with tempfile.TemporaryDirectory(prefix="serval-export-") as tmp:
-        reader = _FileReader(store, Path(tmp))
+        reader = corpus_files.FileReader(store, Path(tmp))
         for i, entry in enumerate(entries):
             pc = by_id[entry.parallel_corpus_id or ""]
             indexed = (i, entry)
             sides = {}
             for side, corpora in (("sourceFilters", pc.source), ("targetFilters", pc.target)):
                 chosen = _entry_filters("wordAlignOn", indexed, side, [c.id for c in corpora])
-                sides[side] = _segments(reader, corpora, partial(_chosen_texts, chosen))
+                every_choice.extend(chosen.values())
+                sides[side] = corpus_files.segments(reader, corpora, partial(_chosen_texts, chosen))
             target = sides["targetFilters"]
             rows.extend(
                 {
@@ -260,11 +267,11 @@ def _word_align_rows(
                 for key, row in sides["sourceFilters"].items()
                 if key in target
             )
-    return rows
+    return rows, every_choice
 
 
 async def write_build_files(services: Services, build_id: str, plan: ExportPlan) -> None:
-    store = model_store(services.settings)
+    store = services.store
     prefix = f"builds/{build_id}"
     if plan.train:
         source = "".join(f"{src}\n" for src, _ in plan.pairs).encode()
@@ -297,7 +304,7 @@ async def _owned_locations(s: AsyncSession, caller: Caller, pc: ParallelSource) 
     async def owned(corpus: MonolingualSource) -> MonolingualSource:
         files = []
         for file in corpus.files:
-            match = _FILE_LOCATION.match(file.location)
+            match = corpus_files.FILE_LOCATION.match(file.location)
             record = await s.get(DataFile, match.group(1)) if match else None
             if record is None or record.owner != caller.owner:
                 raise InvalidArgument(
@@ -444,60 +451,74 @@ def _entry_filters(
 
 
 def _collect(
-    store: ModelStore,
+    store: Downloads,
     corpora: list[ParallelSource],
     engine: Engine,
     segment_pairs: list[tuple[str, str]],
 ) -> ExportPlan:
     """Blocking: read every file once and pair the segments; the engine's train-segment pairs
-    follow the corpora's."""
+    follow the corpora's. As Serval's `ParallelCorpusService.PreprocessAsync`, a source segment of a
+    `pretranslate` corpus is exported unless its key (text id, ref) has a non-empty target segment
+    among the texts chosen to train on, of any corpus the build names: a corpus only pretranslated
+    is pretranslated whole, existing target text or not. Nothing to train on is no error (Serval
+    trains nothing and pretranslates with the base model): the plan is then inference-only."""
     warnings: list[str] = []
+    found: list[Diagnostic] = []
     pairs: list[tuple[str, str]] = []
+    train_refs: list[list[str]] = []
     rows: list[dict[str, Any]] = []
     target_texts: list[dict[str, Any]] = []
+    trained_targets: set[tuple[str, str]] = set()
     train_requested = False
     with tempfile.TemporaryDirectory(prefix="serval-export-") as tmp:
-        reader = _FileReader(store, Path(tmp))
+        reader = corpus_files.FileReader(store, Path(tmp))
         for pc in corpora:
-            _check_languages(pc, engine, warnings)
+            _check_languages(pc, engine, warnings, found)
             train_requested |= any(c.train is not None for c in pc.source) and any(
                 c.train is not None for c in pc.target
             )
-            target_all = _segments(reader, pc.target, lambda c: ALL_TEXTS)
             target_texts.append(_target_text(reader, pc))
-            source_train = _segments(reader, pc.source, lambda c: c.train)
-            target_train = _segments(reader, pc.target, lambda c: c.train)
-            pairs.extend(
-                (_one_line(row.text), _one_line(target_train[key].text))
-                for key, row in source_train.items()
-                if key in target_train
+            source_train = corpus_files.segments(reader, pc.source, lambda c: c.train)
+            target_train = corpus_files.segments(reader, pc.target, lambda c: c.train)
+            trained_targets |= target_train.keys()
+            paired = [(row, target_train[key]) for key, row in source_train.items() if key in target_train]
+            pairs.extend((_one_line(row.text), _one_line(target.text)) for row, target in paired)
+            train_refs.extend([target.ref] for _, target in paired)
+        for pc in corpora:
+            rows.extend(
+                {
+                    "corpusId": pc.id,
+                    "textId": row.text_id,
+                    "sourceRefs": [row.ref],
+                    "targetRefs": [row.ref],
+                    "translation": row.text,
+                }
+                for key, row in corpus_files.segments(reader, pc.source, lambda c: c.pretranslate).items()
+                if key not in trained_targets
             )
-            for key, row in _segments(reader, pc.source, lambda c: c.pretranslate).items():
-                if key in target_all:
-                    continue
-                rows.append(
-                    {
-                        "corpusId": pc.id,
-                        "textId": row.text_id,
-                        "sourceRefs": [row.ref],
-                        "targetRefs": [row.ref],
-                        "translation": row.text,
-                    }
-                )
     pairs.extend(segment_pairs)
     if train_requested and not pairs:
-        raise InvalidArgument(NO_PAIRS)
+        warnings.append(NO_PAIRS)
+        found.append(diagnostics.nothing_to_train(NO_PAIRS))
     return ExportPlan(
-        train=train_requested or bool(segment_pairs),
+        train=bool(pairs),
         pairs=pairs,
         pretranslate_rows=rows,
         warnings=warnings,
         train_segment_count=len(segment_pairs),
         target_texts=target_texts,
+        diagnostics=found,
+        train_verse_count=verse_count(train_refs),
+        train_filtered_by_chapter=filtered_by_chapter(
+            c.train for pc in corpora for c in (*pc.source, *pc.target)
+        ),
+        inference_filtered_by_chapter=filtered_by_chapter(
+            c.pretranslate for pc in corpora for c in pc.source
+        ),
     )
 
 
-def _target_text(reader: _FileReader, pc: ParallelSource) -> dict[str, Any]:
+def _target_text(reader: corpus_files.FileReader, pc: ParallelSource) -> dict[str, Any]:
     """Paratext books as USFM, since sil-machine's quote convention detector reads USFM; Text
     files as their lines."""
     books: list[dict[str, str]] = []
@@ -511,28 +532,13 @@ def _target_text(reader: _FileReader, pc: ParallelSource) -> dict[str, Any]:
     return {"corpusId": pc.id, "books": books, "texts": texts}
 
 
-def _segments(
-    reader: _FileReader,
-    sides: tuple[MonolingualSource, ...],
-    choose: Callable[[MonolingualSource], TextFilter | None],
-) -> dict[tuple[str, str], _Row]:
-    merged: dict[tuple[str, str], _Row] = {}
-    for corpus in sides:
-        wanted = choose(corpus)
-        if wanted is None:
-            continue
-        for file in corpus.files:
-            for row in reader.rows(file):
-                if row.text.strip() and wanted.admits(row.text_id, row.chapter):
-                    merged.setdefault((row.text_id, row.ref), row)
-    return merged
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _check_languages(pc: ParallelSource, engine: Engine, warnings: list[str]) -> None:
+def _check_languages(
+    pc: ParallelSource, engine: Engine, warnings: list[str], found: list[Diagnostic]
+) -> None:
     for side, corpora, engine_code, engine_tag in (
         ("source", pc.source, engine.source_code, engine.source_language),
         ("target", pc.target, engine.target_code, engine.target_language),
@@ -544,87 +550,13 @@ def _check_languages(pc: ParallelSource, engine: Engine, warnings: list[str]) ->
                 code = ""
             if code.split("_")[0] != engine_code.split("_")[0]:
                 what = f"its {side} side" if corpus.id == pc.id else f"{side} corpus {corpus.id}"
-                warnings.append(
+                warning = (
                     f"{pc.kind} {pc.id}: {what} is in {corpus.language!r}, "
                     f"the engine's {side} language is {engine_tag!r}"
                 )
-
-
-class _FileReader:
-    """Downloads each store object once and parses it into rows."""
-
-    def __init__(self, store: ModelStore, folder: Path) -> None:
-        self._store = store
-        self._folder = folder
-        self._rows: dict[CorpusFileSource, list[_Row]] = {}
-        self._paths: dict[str, Path] = {}
-
-    def rows(self, file: CorpusFileSource) -> list[_Row]:
-        if file not in self._rows:
-            path = self._path(file)
-            if file.format == FileFormat.TEXT:
-                self._rows[file] = list(_text_rows(path, file.text_id))
-            else:
-                self._rows[file] = list(_paratext_rows(path, _file_name(file)))
-        return self._rows[file]
-
-    def usfm_books(self, file: CorpusFileSource) -> list[tuple[str, str]]:
-        return _paratext_books(self._path(file), _file_name(file))
-
-    def _path(self, file: CorpusFileSource) -> Path:
-        if file.location not in self._paths:
-            path = self._folder / f"{len(self._paths)}"
-            try:
-                self._store.download_file(file.location, path)
-            except StoreError as e:
-                raise concealed(
-                    InvalidArgument, f"corpus file {_file_name(file)} cannot be read", e, log
-                ) from None
-            self._paths[file.location] = path
-        return self._paths[file.location]
-
-
-def _file_name(file: CorpusFileSource) -> str:
-    match = _FILE_LOCATION.match(file.location)
-    return match.group(1) if match else repr(file.text_id)
-
-
-def _text_rows(path: Path, text_id: str) -> Iterator[_Row]:
-    with path.open(encoding="utf-8", errors="replace", newline="") as f:
-        for number, line in enumerate(f, start=1):
-            yield _Row(text_id, f"{text_id}:{number}", None, line.rstrip("\r\n"))
-
-
-def _unreadable_paratext(name: str, e: Exception) -> InvalidArgument:
-    return concealed(InvalidArgument, f"Paratext file {name} could not be read as a Paratext project", e, log)
-
-
-def _paratext_rows(path: Path, name: str) -> Iterator[_Row]:
-    from machine.corpora import ParatextBackupTextCorpus
-
-    try:
-        corpus = ParatextBackupTextCorpus(str(path))
-        for row in corpus.get_rows():
-            yield _Row(row.text_id, str(row.ref), row.ref.chapter_num, row.text)
-    except Exception as e:
-        raise _unreadable_paratext(name, e) from None
-
-
-def _paratext_books(path: Path, file_name: str) -> list[tuple[str, str]]:
-    """(book id, USFM) of each book a Paratext project zip holds, in canonical order."""
-    import zipfile
-
-    from machine.corpora import ZipParatextProjectSettingsParser
-    from machine.scripture.canon import get_scripture_books
-
-    try:
-        with zipfile.ZipFile(path) as archive:
-            settings = ZipParatextProjectSettingsParser(archive).parse()
-            names = set(archive.namelist())
-            return [
-                (book, archive.read(name).decode(settings.encoding, errors="replace"))
-                for book in get_scripture_books()
-                if (name := settings.get_book_file_name(book)) in names
-            ]
-    except Exception as e:
-        raise _unreadable_paratext(file_name, e) from None
+                warnings.append(warning)
+                found.append(
+                    diagnostics.corpus_language(
+                        warning, corpus_ref=pc.id, side=side, corpus_id=corpus.id, language=corpus.language
+                    )
+                )

@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import EngineType
 from serval_api.errors import NotFound, NotSupported, PermissionDenied
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
-from serval_common.manifest import MANIFEST, Manifest, ManifestError, read_manifest
+from serval_common.families import family
+from serval_common.manifest import MANIFEST, Manifest, ManifestError, resolve_revision
+from serval_common.model_revision import ModelRevision
 from serval_common.settings import Settings
-from serval_common.store import ModelStore, StoreError
-from serval_common.store.base import store_from_settings
+from serval_common.store import ModelStore, StoreError, store_from_settings
 
 DOWNLOAD_PATH = "/api/v1/model-downloads"
 CHUNK = 1 << 20
@@ -59,7 +59,7 @@ async def model_download_url(
         engine = await owned_engine(s, caller, engine_id)
         revision = engine.model_revision
         engine_type = engine.type
-    if engine_type == EngineType.ECHO:
+    if family(engine_type).served_here:
         raise NotSupported(f"engine {engine_id} is an {engine_type} engine: it has no model to download")
     if revision <= 0:
         raise NotFound(f"engine {engine_id} has no model yet: build it first")
@@ -97,11 +97,10 @@ def open_archive(settings: Settings, grant: DownloadGrant) -> Iterator[bytes]:
     """Read the manifests now (404 while the revision is not published) and return a lazy
     stream of the gzipped tar: `manifest.json` and the model files, following `weights_from`."""
     store = store_from_settings(settings)
-    prefix = f"models/{grant.engine_id}/{grant.revision}"
+    prefix = ModelRevision(grant.engine_id, grant.revision).location
     try:
-        manifest = read_manifest(store, prefix)
-        files_prefix = manifest.weights_from or prefix
-        files = read_manifest(store, files_prefix) if manifest.weights_from else manifest
+        resolved = resolve_revision(store, prefix)
+        manifest, files_prefix, files = resolved.manifest, resolved.files_prefix, resolved.files_manifest
     except ManifestError as e:
         raise NotFound(f"model revision {grant.revision} of engine {grant.engine_id} is not available") from e
     return _gzip(_tar(store, manifest, files_prefix, files))

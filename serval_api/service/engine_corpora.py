@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import DELETE_FILES, READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import EngineCorpus, utcnow
-from serval_api.errors import Conflict, NotFound
+from serval_api.errors import NotFound
 from serval_api.service import files, limits
 from serval_api.service.context import Services
 from serval_api.service.corpora import CorpusFileRef, resolve_files
@@ -118,7 +118,8 @@ async def delete_engine_corpus(
     services: Services, caller: Caller, engine_id: str, corpus_id: str, *, delete_files: bool = False
 ) -> None:
     """`delete_files` (which needs `delete:files` too) then deletes the data files the corpus named,
-    store objects and all, except those another corpus still names."""
+    store objects and all, as Serval's `DeleteCorpus` does: a file another corpus names is deleted
+    too and removed from that corpus (`files.delete_file`)."""
     caller.require(UPDATE_ENGINES)
     if delete_files:
         caller.require(DELETE_FILES)
@@ -132,5 +133,5 @@ async def delete_engine_corpus(
     for file_id in file_ids:
         try:
             await files.delete_file(services, caller, file_id)
-        except (Conflict, NotFound) as e:
-            log.info("file of a deleted engine corpus kept", extra={"file_id": file_id, "reason": e.message})
+        except NotFound:
+            log.info("file of a deleted engine corpus already gone", extra={"file_id": file_id})

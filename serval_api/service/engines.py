@@ -14,17 +14,17 @@ from serval_api.errors import Conflict, InvalidArgument, NotFound, NotSupported
 from serval_api.service import limits
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
-from serval_api.service.files import model_store
 from serval_api.service.keys import new_id
+from serval_common import families
+from serval_common.families import Kind
 from serval_common.languages import LanguageInfo, resolve_language
+from serval_common.model_revision import engine_models_prefix
 
 log = logging.getLogger(__name__)
 
 
-TRANSLATION_TYPES = frozenset({EngineType.NMT, EngineType.ECHO, EngineType.SMT_TRANSFER})
-WORD_ALIGNMENT_TYPES = frozenset({EngineType.STATISTICAL})
-PERSISTED_BY_DEFAULT = frozenset({EngineType.SMT_TRANSFER})
-"""Types whose `isModelPersisted` is true when the client leaves it out, as Serval sets it."""
+TRANSLATION_TYPES = frozenset(EngineType(name) for name in families.names(Kind.TRANSLATION))
+WORD_ALIGNMENT_TYPES = frozenset(EngineType(name) for name in families.names(Kind.WORD_ALIGNMENT))
 
 
 def parse_engine_type(value: str, allowed: frozenset[EngineType] = TRANSLATION_TYPES) -> EngineType:
@@ -75,7 +75,7 @@ async def create_engine(
     limits.optional_text("name", name, limits.NAME_CHARS)
     if engine_id is not None:
         limits.new_id("engineId", engine_id)
-    if is_model_persisted is None and kind in PERSISTED_BY_DEFAULT:
+    if is_model_persisted is None and families.family(kind).persisted_by_default:
         is_model_persisted = True
     engine = Engine(
         id=engine_id or new_id(),
@@ -210,8 +210,8 @@ async def _release(services: Services, engine_id: str, build_ids: list[str], run
                 "the deleted engine's build job did not stop in time", extra={**extra, "build_id": build_id}
             )
     await services.dispatcher.retire_engine(engine_id, wait_s)
-    store = model_store(settings)
-    prefixes = [f"models/{engine_id}", *(f"builds/{build_id}" for build_id in build_ids)]
+    store = services.store
+    prefixes = [engine_models_prefix(engine_id), *(f"builds/{build_id}" for build_id in build_ids)]
     try:
         for prefix in prefixes:
             await asyncio.to_thread(store.delete_prefix, prefix)

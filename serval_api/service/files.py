@@ -1,28 +1,26 @@
-"""Data files: a client's uploads. Their contents live in the model store at `files/{id}/contents`."""
+"""Data files: a client's uploads. Their contents live in the database (`file_contents`)."""
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import itertools
 import logging
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from enum import StrEnum
-from functools import cache
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_FILES, DELETE_FILES, READ_FILES, UPDATE_FILES, Caller
-from serval_api.db.models import Corpus, DataFile, EngineCorpus, utcnow
-from serval_api.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
-from serval_api.service import limits
+from serval_api.db.models import DataFile, utcnow
+from serval_api.errors import InvalidArgument, NotFound, PayloadTooLarge
+from serval_api.service import file_contents, limits
 from serval_api.service.context import Services
+from serval_api.service.file_references import remove_file_everywhere
 from serval_api.service.keys import new_id
 from serval_common.settings import Settings
-from serval_common.store import ModelStore, open_store
 
 log = logging.getLogger(__name__)
 
@@ -47,32 +45,9 @@ def parse_format(value: str) -> FileFormat:
     )
 
 
-def contents_key(file_id: str) -> str:
-    return f"files/{file_id}/contents"
-
-
 def default_text_id(file: DataFile) -> str:
     """A file's name without its extension, or its id when it has no name."""
     return PurePosixPath(file.name).stem if file.name else file.id
-
-
-def model_store(settings: Settings) -> ModelStore:
-    return _store(
-        settings.resolved_store_url,
-        settings.store.s3_endpoint_url,
-        settings.store.s3_region,
-        settings.store.s3_access_key_id,
-        settings.store.s3_secret_access_key,
-    )
-
-
-@cache
-def _store(
-    url: str, endpoint: str | None, region: str | None, key_id: str | None, secret: str | None
-) -> ModelStore:
-    return open_store(
-        url, endpoint_url=endpoint, region=region, access_key_id=key_id, secret_access_key=secret
-    )
 
 
 def check_size(settings: Settings, size: int) -> None:
@@ -111,11 +86,10 @@ async def owned_file(s: AsyncSession, caller: Caller, file_id: str, *, lock: boo
     return file
 
 
-async def _store_contents(services: Services, file_id: str, contents: Path, fmt: FileFormat) -> int:
+async def _checked_size(services: Services, contents: Path, fmt: FileFormat) -> int:
     size = contents.stat().st_size
     check_size(services.settings, size)
     await asyncio.to_thread(validate_contents, contents, fmt)
-    await asyncio.to_thread(model_store(services.settings).upload_file, contents_key(file_id), contents)
     return size
 
 
@@ -125,10 +99,9 @@ async def create_file(
     caller.require(CREATE_FILES)
     fmt = parse_format(format)
     limits.optional_segment_name("name", name, limits.FILE_NAME_CHARS)
-    file_id = new_id()
-    size = await _store_contents(services, file_id, contents, fmt)
+    size = await _checked_size(services, contents, fmt)
     file = DataFile(
-        id=file_id,
+        id=new_id(),
         owner=caller.owner,
         name=name,
         format=fmt.value,
@@ -136,12 +109,10 @@ async def create_file(
         size=size,
         date_created=utcnow(),
     )
-    try:
-        async with services.db.session() as s:
-            s.add(file)
-    except BaseException:
-        await asyncio.shield(_delete_contents(services, file_id))
-        raise
+    async with services.db.session() as s:
+        s.add(file)
+        await s.flush()
+        await file_contents.write(s, file.id, contents)
     log.info("file created", extra={"file_id": file.id, "format": fmt.value, "size": size})
     return file
 
@@ -161,54 +132,50 @@ async def get_file(services: Services, caller: Caller, file_id: str) -> DataFile
         return await owned_file(s, caller, file_id)
 
 
-async def open_contents(services: Services, caller: Caller, file_id: str) -> tuple[DataFile, Iterator[bytes]]:
+async def open_contents(
+    services: Services, caller: Caller, file_id: str
+) -> tuple[DataFile, AsyncIterator[bytes]]:
     """The file and its bytes in chunks of at most 1 MiB, never held whole. The first chunk is read
-    here, so a store failure is raised before an answer starts."""
-    file = await get_file(services, caller, file_id)
-    chunks = model_store(services.settings).iter_bytes(contents_key(file.id), _CHUNK)
-    first = await asyncio.to_thread(next, chunks, b"")
-    return file, itertools.chain((first,), chunks)
+    here, so a failure is raised before an answer starts."""
+    caller.require(READ_FILES)
+    async with services.db.session() as s:
+        file = await owned_file(s, caller, file_id)
+        first = await file_contents.first_chunk(s, file.id)
+    chunks = await file_contents.stream(services, services.store, file, first)
+    return file, chunks
 
 
 async def replace_contents(services: Services, caller: Caller, file_id: str, *, contents: Path) -> DataFile:
+    """The new contents and the new revision in one transaction: a reader sees the old or the new."""
     caller.require(UPDATE_FILES)
     async with services.db.session() as s:
         file = await owned_file(s, caller, file_id)
-    size = await _store_contents(services, file.id, contents, FileFormat(file.format))
-    try:
-        async with services.db.session() as s:
-            file = await owned_file(s, caller, file_id, lock=True)
-            file.size = size
-            file.revision += 1
-    except NotFound:
-        # Deleted while the new contents were uploaded: they must not outlive it.
-        await asyncio.shield(_delete_contents(services, file_id))
-        raise
+    size = await _checked_size(services, contents, FileFormat(file.format))
+    async with services.db.session() as s:
+        file = await owned_file(s, caller, file_id, lock=True)
+        was_in_store = await file_contents.in_store(s, file.id)
+        await file_contents.write(s, file.id, contents)
+        file.size = size
+        file.revision += 1
+    if was_in_store:
+        await asyncio.shield(file_contents.remove_from_store(services.store, file_id))
     log.info("file contents replaced", extra={"file_id": file.id, "revision": file.revision})
     return file
 
 
 async def delete_file(services: Services, caller: Caller, file_id: str) -> None:
-    """A file that a corpus or an engine corpus still names cannot be deleted (409)."""
+    """Delete the file and, in the same transaction, remove it from every corpus and engine corpus
+    of the owner that names it, with the pretranslations and word alignments read from them
+    (`file_references`), as Serval's `DataFileDeleter` and its `DataFileDeleted` handlers do, and
+    its contents with it (no model store needed). Builds already started keep their exported
+    copies (`builds/{id}/`)."""
     caller.require(DELETE_FILES)
     async with services.db.session() as s:
-        file = await owned_file(s, caller, file_id)
-        for corpus in (await s.scalars(select(Corpus).where(Corpus.owner == caller.owner))).all():
-            if any(entry["fileId"] == file_id for entry in corpus.files):
-                raise Conflict(
-                    f"file {file_id} is used by corpus {corpus.id}; remove it from the corpus first"
-                )
-        query = select(EngineCorpus).where(EngineCorpus.owner == caller.owner)
-        for ec in (await s.scalars(query)).all():
-            if any(entry["fileId"] == file_id for entry in (*ec.source_files, *ec.target_files)):
-                raise Conflict(
-                    f"file {file_id} is used by corpus {ec.id} of engine {ec.engine_id}; "
-                    "remove it from the corpus first"
-                )
+        file = await owned_file(s, caller, file_id, lock=True)
+        await remove_file_everywhere(s, caller.owner, file_id)
+        was_in_store = await file_contents.in_store(s, file_id)
+        await file_contents.delete_chunks(s, file_id)
         await s.delete(file)
-    await asyncio.shield(_delete_contents(services, file_id))
+    if was_in_store:
+        await asyncio.shield(file_contents.remove_from_store(services.store, file_id))
     log.info("file deleted", extra={"file_id": file_id})
-
-
-async def _delete_contents(services: Services, file_id: str) -> None:
-    await asyncio.to_thread(model_store(services.settings).delete_prefix, f"files/{file_id}")

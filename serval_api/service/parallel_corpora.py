@@ -24,9 +24,17 @@ log = logging.getLogger(__name__)
 
 
 async def _check_corpora(
-    services: Services, s: AsyncSession, caller: Caller, field_name: str, ids: list[str]
+    services: Services,
+    s: AsyncSession,
+    caller: Caller,
+    field_name: str,
+    ids: list[str],
+    *,
+    required: bool = True,
 ) -> list[str]:
-    if not ids:
+    """`required`: the source side needs a corpus; the target side may be empty, as in Serval,
+    which is how a client names books to draft that have no translation yet."""
+    if required and not ids:
         raise InvalidArgument(f"{field_name}: at least one corpus is required")
     limits.items(field_name, ids, services.settings.api.max_list_items)
     for i, corpus_id in enumerate(ids):
@@ -70,7 +78,9 @@ async def create_parallel_corpus(
             owner=caller.owner,
             name=name,
             source_corpus_ids=await _check_corpora(services, s, caller, "sourceCorpusIds", source_corpus_ids),
-            target_corpus_ids=await _check_corpora(services, s, caller, "targetCorpusIds", target_corpus_ids),
+            target_corpus_ids=await _check_corpora(
+                services, s, caller, "targetCorpusIds", target_corpus_ids, required=False
+            ),
             date_created=utcnow(),
         )
         s.add(pc)
@@ -129,7 +139,7 @@ async def update_parallel_corpus(
             )
         if target_corpus_ids is not None:
             pc.target_corpus_ids = await _check_corpora(
-                services, s, caller, "targetCorpusIds", target_corpus_ids
+                services, s, caller, "targetCorpusIds", target_corpus_ids, required=False
             )
         if name is not None:
             pc.name = name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -11,10 +12,13 @@ from typing import Any
 
 from serval_api.db.models import Build, BuildState, Engine, utcnow
 from serval_api.errors import InvalidArgument, NotFound
-from serval_api.service import limits, pretranslations, revisions
+from serval_api.service import confidences, diagnostics, limits, pretranslations, revisions, train_segments
 from serval_api.service.builds import apply_job_change
 from serval_api.service.context import Services
+from serval_common.families import family
 from serval_common.jobs import CANCELED_EXIT_CODE
+from serval_common.manifest import resolve_revision
+from serval_common.model_revision import ModelRevision
 from serval_common.redact import error_reference, redact, secret_values
 
 log = logging.getLogger(__name__)
@@ -66,17 +70,89 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
     if corpus_size < 0:
         raise InvalidArgument(f"corpus_size: expected 0 or more, not {corpus_size}")
 
+    weights = await _published_weights(services, build_id)
+    summary = await confidences.build_summary(services, build_id)
+
     def change(build: Build, engine: Engine) -> None:
+        if family(engine.type).pretranslates:
+            build.execution_data = _with_confidences(
+                build, summary, services.settings.jobs.default_base_model
+            )
         build.state = BuildState.COMPLETED.value
         build.date_finished = utcnow()
         build.progress = 1.0
         engine.model_revision = build.target_model_revision
+        engine.model_weights = weights
         engine.corpus_size = corpus_size
+        if train_segments.learns_segments(engine.type):  # Serval: the pairs plus those learned since
+            engine.corpus_size = corpus_size + train_segments.learned_since(build)
         engine.confidence = confidence
 
+    prefetched = await _prefetch(services, build_id, weights or "")
     build = await _report(services, build_id, "build completed", change)
     if build is not None and build.state == BuildState.COMPLETED.value and build.target_model_revision:
-        services.dispatcher.revision_published(build.engine_id, build.target_model_revision)
+        services.dispatcher.revision_published(
+            build.engine_id,
+            build.target_model_revision,
+            weights=weights or "",
+            prefetched=prefetched is not None,
+        )
+    elif prefetched is not None:
+        services.dispatcher.revision_withdrawn(*prefetched)
+
+
+def _with_confidences(build: Build, summary: confidences.Summary, default_model: str) -> dict[str, Any]:
+    """The execution data with Serval 1.20's `averagePretranslationConfidence` (0 when the build
+    pretranslated nothing, as Serval) and its low books' `MODEL-0003` diagnostics."""
+    recorded = build.execution_data or {}
+    model = str((build.options or {}).get("baseModel") or default_model)
+    added = summary.execution_data(model)
+    return {
+        **recorded,
+        "averagePretranslationConfidence": added["averagePretranslationConfidence"],
+        **diagnostics.merged(recorded, added["diagnostics"]),
+    }
+
+
+async def _published_weights(services: Services, build_id: str) -> str | None:
+    """The weights identity of the revision the build published, read from its manifest (two
+    small store reads); None for a build that published none (the echo types) or when the
+    store cannot say now: the revision then serves all the same, and nodes report its weights
+    once one loads it."""
+    async with services.db.session() as s:
+        build = await s.get(Build, build_id)
+        engine = None if build is None else await s.get(Engine, build.engine_id)
+    if build is None or not build.build_state.is_running or not build.target_model_revision:
+        return None
+    if engine is None or family(engine.type).served_here:
+        return None
+    location = ModelRevision(build.engine_id, build.target_model_revision).location
+    try:
+        resolved = await asyncio.to_thread(resolve_revision, services.store, location)
+    except Exception as exc:
+        log.warning(
+            "could not read the published revision's weights; nodes report them once one loads it",
+            extra={"build_id": build_id, "model": location, "error": redact(str(exc))},
+        )
+        return None
+    return resolved.weights
+
+
+async def _prefetch(services: Services, build_id: str, weights: str) -> tuple[str, int] | None:
+    """Have the nodes serving the engine load the build's revision before it reads Completed
+    (`Dispatcher.prefetch`, bounded by `api.completion_load_wait_s`): the engine's next translate
+    is then answered by it. The (engine id, revision) asked for; None when nothing was."""
+    async with services.db.session() as s:
+        build = await s.get(Build, build_id)
+    if build is None or not build.build_state.is_running or not build.target_model_revision:
+        return None
+    await services.dispatcher.prefetch(
+        build.engine_id,
+        build.target_model_revision,
+        services.settings.api.completion_load_wait_s,
+        weights=weights,
+    )
+    return build.engine_id, build.target_model_revision
 
 
 async def update_execution_data(services: Services, build_id: str, data: dict[str, Any]) -> None:
@@ -85,11 +161,13 @@ async def update_execution_data(services: Services, build_id: str, data: dict[st
 
     def change(build: Build, _engine: Engine) -> None:
         recorded = build.execution_data or {}
-        warnings = [
-            *recorded.get("warnings", []),
-            *(w for w in data.get("warnings", []) if w not in recorded.get("warnings", [])),
-        ]
-        build.execution_data = {**recorded, **data, "warnings": warnings}
+        new = [w for w in dict.fromkeys(data.get("warnings", [])) if w not in recorded.get("warnings", [])]
+        build.execution_data = {
+            **recorded,
+            **data,
+            "warnings": [*recorded.get("warnings", []), *new],
+            **diagnostics.merged(recorded, map(diagnostics.job_warning, new)),
+        }
 
     await _report(services, build_id, "build execution data", change, level=logging.DEBUG)
 
@@ -186,6 +264,7 @@ async def build_faulted(services: Services, build_id: str, message: str) -> None
         build.state = BuildState.FAULTED.value
         build.message = message
         build.date_finished = utcnow()
+        build.execution_data = diagnostics.with_fault(build.execution_data, message)
 
     await _report(services, build_id, "build faulted", change, level=logging.WARNING)
 
@@ -262,6 +341,8 @@ async def job_exited(services: Services, build_id: str, exit_code: int, log_tail
         build.state = (BuildState.CANCELED if stopped else BuildState.FAULTED).value
         build.message = message
         build.date_finished = utcnow()
+        if not stopped:
+            build.execution_data = diagnostics.with_fault(build.execution_data, message)
 
     with contextlib.suppress(NotFound):
         if await _report(services, build_id, "build job exited", change, level=logging.WARNING) is None:

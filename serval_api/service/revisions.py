@@ -14,7 +14,6 @@ import logging
 
 from serval_api.db.models import Build, BuildState, Engine
 from serval_api.service.context import Services
-from serval_api.service.files import model_store
 from serval_common.manifest import ForeignRevision, remove_revision
 
 log = logging.getLogger(__name__)
@@ -34,7 +33,7 @@ async def discard(services: Services, engine_id: str, revision: int, build_id: s
     extra = {"engine_id": engine_id, "build_id": build_id, "revision": revision}
     try:
         removed = await asyncio.to_thread(
-            remove_revision, model_store(services.settings), engine_id, revision, build_id=build_id
+            remove_revision, services.store, engine_id, revision, build_id=build_id
         )
     except ForeignRevision as e:
         log.warning("revision folder left alone", extra={**extra, "reason": str(e)})

@@ -19,7 +19,7 @@ from serval_api.service.context import Services
 from serval_api.service.engines import TRANSLATION_TYPES, language, parse_engine_type
 from serval_common.languages import LanguageInfo
 from serval_common.redact import redact, secret_values
-from serval_common.store.base import store_from_settings
+from serval_common.store import store_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -166,4 +166,4 @@ def queue_size(
     type's builds wait in the one job queue). `types`: the engine types of the asking API's kind."""
     caller.require(READ_ENGINES)
     kind = parse_engine_type(engine_type, types)
-    return kind.value, 0 if kind is EngineType.ECHO else services.launcher.queue_depth()
+    return kind.value, 0 if kind.is_echo else services.launcher.queue_depth()

@@ -4,7 +4,8 @@ For an engine whose family does not learn segments (nmt, echo), a pair answers t
 when the client's segment matches its source exactly after `normalize` (NFC, whitespace runs as
 one space, stripped; case and punctuation kept). For one that does (smt-transfer), every node
 serving the engine learns the pair and the model answers; nodes loading a revision later replay
-the pairs trained since the revision's build (`replay`). Either way the pair joins the engine's
+the pairs trained since the revision's build, and nodes that missed a pair fetch it
+(`DatabaseTrainSegments`, `last_pairs`). Either way the pair joins the engine's
 next build as training data. The match is keyed by the SHA-256 of the normalized source, so a
 key's length never depends on the segment's.
 
@@ -17,23 +18,25 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import ScalarSelect, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.db.database import Database
-from serval_api.db.models import Build, BuildState, Engine, EngineType, TrainSegment, utcnow
-from serval_api.routing.work import ModelKey, TrainSegmentWork
+from serval_api.db.models import Build, BuildState, Engine, TrainSegment, utcnow
+from serval_api.routing.work import ReplayStart, TrainSegmentWork
+from serval_common.families import family
+from serval_common.model_revision import ModelRevision
 
 _WHITESPACE = re.compile(r"\s+")
 
-LEARNING_FAMILIES = frozenset({EngineType.SMT_TRANSFER})
-"""Engine types whose models learn a trained segment themselves (no stored-translation overlay)."""
-
 
 def learns_segments(engine_type: str) -> bool:
-    return engine_type in LEARNING_FAMILIES
+    """Whether the engine type's models learn a trained segment themselves (no stored-translation
+    overlay)."""
+    return family(engine_type).learns
 
 
 def normalize(segment: str) -> str:
@@ -44,17 +47,27 @@ def source_key(segment: str) -> str:
     return hashlib.sha256(normalize(segment).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class StoredPair:
+    seq: int
+    """The pair's number (`TrainSegment.id`)."""
+    previous_seq: int
+    """The number of the engine's pair stored just before it (0: none): a node that has learned
+    less missed a pair and fetches what it lacks."""
+
+
 async def store_pair(
     s: AsyncSession, engine: Engine, source_segment: str, target_segment: str, sentence_start: bool
-) -> TrainSegment:
+) -> StoredPair:
     """Stores the pair as a new row, replacing the pair with the same normalized source; returns
-    the row, its `id` assigned. The caller holds the engine's row lock, so concurrent trainings of
-    one source take turns.
+    its number and the engine's previous one. The caller holds the engine's row lock, so pairs of
+    one engine are numbered in the order they commit, and concurrent trainings take turns.
 
     The new row is inserted before the old one is deleted (the old one's key set aside first):
     SQLite gives a new rowid as the highest present + 1, so deleting first would hand a retrained
     newest pair its old number again, and nodes that applied it would skip the new target."""
     key = source_key(source_segment)
+    previous = await s.scalar(select(func.max(TrainSegment.id)).where(TrainSegment.engine_id == engine.id))
     existing = await s.scalar(
         select(TrainSegment).where(TrainSegment.engine_id == engine.id, TrainSegment.source_key == key)
     )
@@ -76,7 +89,7 @@ async def store_pair(
     await s.flush()
     if existing is not None:
         await s.delete(existing)
-    return row
+    return StoredPair(row.id, previous or 0)
 
 
 async def find_target(s: AsyncSession, engine_id: str, segment: str) -> str | None:
@@ -109,39 +122,80 @@ async def training_pairs(s: AsyncSession, engine_id: str) -> TrainingPairs:
     )
 
 
-async def replay(db: Database, model: ModelKey) -> list[TrainSegmentWork] | None:
-    """The pairs a node loading `model` must learn: the engine's pairs stored after those the
-    revision's build trained on (all of them when it trained on none), oldest first. None when the
-    engine or a completed build of that revision does not exist."""
-    async with db.session() as s:
-        return await _replay(s, model)
-
-
-async def _replay(s: AsyncSession, model: ModelKey) -> list[TrainSegmentWork] | None:
-    engine = await s.get(Engine, model.engine_id)
-    if engine is None:
-        return None
-    build = await s.scalar(
-        select(Build).where(
-            Build.engine_id == model.engine_id,
-            Build.target_model_revision == model.revision,
-            Build.state == BuildState.COMPLETED.value,
-        )
-    )
-    if build is None:
-        return None
-    query = select(TrainSegment).where(TrainSegment.engine_id == model.engine_id)
+def learned_since(build: Build) -> ScalarSelect[int]:
+    """How many of the engine's pairs were stored after those `build` trained on (all of them when
+    it trained on none): the pairs its revision learns by replay. Serval's smt-transfer counts
+    them into the engine's `corpusSize` when the build completes (Machine's
+    SmtTransferPostprocessBuildJob replays the pairs collected while the build ran). A SQL
+    subquery, so that it counts in the transaction that completes the build, under the engine's
+    row lock that `train_segment` also takes."""
+    query = select(func.count()).select_from(TrainSegment).where(TrainSegment.engine_id == build.engine_id)
     if build.train_segments_through is not None:
         query = query.where(TrainSegment.id > build.train_segments_through)
-    rows = (await s.scalars(query.order_by(TrainSegment.id))).all()
-    return [
-        TrainSegmentWork(
-            model=model,
-            family=engine.type,
-            source_segment=row.source_segment,
-            target_segment=row.target_segment,
-            sentence_start=row.sentence_start,
-            seq=row.id,
-        )
-        for row in rows
-    ]
+    return query.scalar_subquery()
+
+
+class DatabaseTrainSegments:
+    """The engine's stored pairs as nodes fetch them (`InferenceNodeApi.StreamTrainSegments`): the
+    revision's starting point once, then pages by pair number, each in a short transaction of its
+    own, so a large replay holds no transaction and no more than a page in memory."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def start(self, model: ModelRevision, after_seq: int = 0) -> ReplayStart | None:
+        """None when the engine or a completed build of that revision does not exist."""
+        async with self.db.session() as s:
+            engine = await s.get(Engine, model.engine_id)
+            if engine is None:
+                return None
+            build = await s.scalar(
+                select(Build).where(
+                    Build.engine_id == model.engine_id,
+                    Build.target_model_revision == model.revision,
+                    Build.state == BuildState.COMPLETED.value,
+                )
+            )
+            if build is None:
+                return None
+            base = build.train_segments_through or 0
+            return ReplayStart(model, engine.type, base, max(base, after_seq))
+
+    async def page(self, start: ReplayStart, after: int, limit: int) -> list[TrainSegmentWork]:
+        """At most `limit` of the engine's pairs numbered above `after`, oldest first."""
+        async with self.db.session() as s:
+            rows = (
+                await s.scalars(
+                    select(TrainSegment)
+                    .where(TrainSegment.engine_id == start.model.engine_id, TrainSegment.id > after)
+                    .order_by(TrainSegment.id)
+                    .limit(limit)
+                )
+            ).all()
+        return [
+            TrainSegmentWork(
+                model=start.model,
+                family=start.family,
+                source_segment=row.source_segment,
+                target_segment=row.target_segment,
+                sentence_start=row.sentence_start,
+                seq=row.id,
+            )
+            for row in rows
+        ]
+
+
+async def last_pairs(db: Database, engine_ids: Iterable[str]) -> dict[str, int]:
+    """Engine id → the number of its last stored pair, for those of `engine_ids` that have pairs."""
+    ids = sorted(set(engine_ids))
+    found: dict[str, int] = {}
+    async with db.session() as s:
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            rows = await s.execute(
+                select(TrainSegment.engine_id, func.max(TrainSegment.id))
+                .where(TrainSegment.engine_id.in_(batch))
+                .group_by(TrainSegment.engine_id)
+            )
+            found.update({engine_id: int(last) for engine_id, last in rows.all() if last is not None})
+    return found

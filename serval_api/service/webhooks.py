@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_HOOKS, DELETE_HOOKS, READ_HOOKS, Caller
@@ -41,6 +41,11 @@ async def create_hook(
         )
     if not events:
         raise InvalidArgument("events: name at least one event")
+    cap = services.settings.webhooks.max_hooks_per_owner
+    async with services.db.session() as s:
+        count = await s.scalar(select(func.count()).select_from(Webhook).where(Webhook.owner == caller.owner))
+    if (count or 0) >= cap:
+        raise InvalidArgument(f"an owner may register at most {cap} hooks; delete one first")
     hook = Webhook(
         id=new_id(),
         owner=caller.owner,

@@ -1,4 +1,4 @@
-"""Word-alignment engines (`statistical`): what differs from translation engines.
+"""Word-alignment engines (`statistical`, `echo-word-alignment`): what differs from translation engines.
 
 Engines, parallel corpora, builds and queues are the translation services called with
 `types=WORD_ALIGNMENT_TYPES`, so an engine of one kind is never found under the other's API. This
@@ -11,25 +11,29 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import uuid
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from serval.word_alignment.v1 import engine_pb2
 from serval_api.auth import READ_ENGINES, Caller
 from serval_api.db.models import WordAlignment
 from serval_api.errors import InvalidArgument, NotBuilt, NotFound
-from serval_api.routing.work import AlignWork, ModelKey, Served
+from serval_api.routing.work import AlignWork, Served
 from serval_api.service import limits, pretranslations
 from serval_api.service.context import Services
 from serval_api.service.engines import WORD_ALIGNMENT_TYPES, owned_engine, visible_engine
 from serval_api.service.parallel_corpora import owned_parallel_corpus
+from serval_common.core import AlignedWordPair, WordAlignmentResult
+from serval_common.families import family
 
 log = logging.getLogger(__name__)
 
 MAX_TOKENS = 10_000
 """Tokens per side of one streamed row; a verse has tens."""
+
+_WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -49,28 +53,48 @@ class WordAlignmentRow:
 
 async def align(
     services: Services, caller: Caller, engine_id: str, source_segment: str, target_segment: str
-) -> Served[engine_pb2.WordAlignmentResult]:
+) -> Served[WordAlignmentResult]:
     """Align one sentence pair with the engine's current model revision, on a node serving it."""
     caller.require(READ_ENGINES)
+    await services.quotas.translate(caller)
     record = await services.lookups.engine(engine_id) if limits.can_be_id(engine_id) else None
     if record is None:
         raise NotFound(f"engine {limits.shown(engine_id)} not found")
     engine = visible_engine(record.engine, caller, engine_id, WORD_ALIGNMENT_TYPES)
-    max_chars = services.settings.api.max_segment_chars
+    max_chars = services.quotas.max_chars(caller, services.settings.api.max_segment_chars)
     limits.segment("sourceSegment", source_segment, max_chars)
     limits.segment("targetSegment", target_segment, max_chars)
     if engine.model_revision == 0:
         raise NotBuilt(f"engine {engine.id} has no completed build; build it before aligning")
+    if family(engine.type).served_here:
+        return Served(echo_alignment(source_segment, target_segment), engine.model_revision)
     request_id = uuid.uuid4().hex
     log.debug("align", extra={"engine_id": engine.id, "request_id": request_id})
     work = AlignWork(
-        model=ModelKey(engine.id, engine.model_revision),
+        model=engine.current_revision,
         family=engine.type,
         source_segment=source_segment,
         target_segment=target_segment,
     )
     return await services.dispatcher.align(
         work, request_id=request_id, timeout_s=services.settings.api.request_timeout_s
+    )
+
+
+def echo_tokens(segment: str) -> list[str]:
+    """Serval's echo tokenizer, C#'s `string.Split()`: every whitespace character separates, so two
+    in a row leave an empty token between them."""
+    return _WHITESPACE.split(segment)
+
+
+def echo_alignment(source_segment: str, target_segment: str) -> WordAlignmentResult:
+    """The `echo-word-alignment` engine's answer (Serval's `EchoWordAlignmentEngineService`): each
+    word aligned to the word at the same position, score 1."""
+    source, target = tuple(echo_tokens(source_segment)), tuple(echo_tokens(target_segment))
+    return WordAlignmentResult(
+        source_tokens=source,
+        target_tokens=target,
+        alignment=tuple(AlignedWordPair(i, i, 1.0) for i in range(min(len(source), len(target)))),
     )
 
 

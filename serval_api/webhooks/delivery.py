@@ -1,11 +1,24 @@
 """The delivery worker each API replica runs: it claims due outbox rows, POSTs them, signed, to
 their hooks' payload URLs and records the outcome.
 
-A claim marks a row `claimed_by` a token of this round and `claimed_until` a lease; on PostgreSQL
-the rows are picked with `FOR UPDATE SKIP LOCKED`, so concurrent replicas claim disjoint rows, and
-on SQLite the claiming transaction holds the write lock (`BEGIN IMMEDIATE`). The outcome is
+**One tenant cannot hold another's deliveries.** Each hook is sent independently: every claimed
+row is sent by a task of its own, and the worker claims more as soon as any send ends, so a
+receiver that never answers holds only its own rows, each for at most `timeout_s`. Due rows are
+claimed in turn between owners (each owner's first due row, then each one's second, …), at most
+`hook_concurrency` rows of one hook and `owner_concurrency` of one owner in flight at once over
+all replicas, and at most `batch_size` on one replica. One build's events go to a hook one after
+another, in the order they happened.
+
+**Claims.** A claim marks a row `claimed_by` a token of its claiming round and `claimed_until` a
+lease, taken only when the row's POST starts and renewed every third of the lease while it is
+sent, so a slow receiver never outlives it and no live replica's row is sent by another. On
+PostgreSQL the rows are locked with `FOR UPDATE SKIP LOCKED`, so concurrent replicas claim disjoint
+rows; on SQLite the claiming transaction holds the write lock (`BEGIN IMMEDIATE`). The outcome is
 recorded only while the claim is still this round's. A replica that dies mid-delivery leaves its
 claims to lapse; any replica then sends those rows again: delivery is at least once.
+
+**Retention.** Delivered and given-up records are deleted `delivered_retention_s` and
+`failed_retention_s` after their last attempt.
 """
 
 from __future__ import annotations
@@ -18,6 +31,7 @@ import json
 import logging
 import secrets
 import ssl
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from sqlalchemy import or_, select, update
+from sqlalchemy import and_, case, delete, func, or_, select, update
 
 from serval_api.db.database import Database
 from serval_api.db.models import DeliveryState, Webhook, WebhookDelivery, utcnow
@@ -41,6 +55,10 @@ SIGNATURE_HEADER = "X-Hub-Signature-256"
 MAX_DELAY_DOUBLINGS = 11
 """Serval's delays double from 1 s up to 2048 s, then stay there."""
 ERROR_CHARS = 500
+STOP_WAIT_S = 10.0
+"""How long a stop waits for the worker's database work in progress before canceling it."""
+PRUNE_BATCH = 5000
+"""Records one pruning statement deletes: a long backlog goes in short transactions."""
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -98,27 +116,56 @@ class DeliveryWorker:
         self._task: asyncio.Task[None] | None = None
         # No proxies from the environment: a proxy would connect to the host name again, past the address check.
         self._client = httpx.AsyncClient(
-            timeout=settings.timeout_s, follow_redirects=False, trust_env=False, verify=verify
+            timeout=settings.timeout_s,
+            follow_redirects=False,
+            trust_env=False,
+            verify=verify,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=settings.batch_size),
         )
-        self._in_flight: set[str] = set()
+        self._sends: dict[str, asyncio.Task[None]] = {}
+        """Delivery id → the task sending it."""
+        self._tokens: dict[str, int] = {}
+        """Claim token → how many of its rows are being sent: the claims this replica renews."""
+        self._stopping = False
+        self._recording: set[asyncio.Future[None]] = set()
+        """Outcomes being written: a stop lets them finish."""
         self._next_retry: datetime | None = None
+        self._next_renewal = 0.0
+        self._next_prune = 0.0
 
     def wake(self) -> None:
         """Deliveries were enqueued (or may have been): look now rather than at the next poll."""
         self._woken.set()
 
+    @property
+    def in_flight(self) -> int:
+        return len(self._sends)
+
     async def start(self) -> None:
+        if self.metrics is not None:
+            self.metrics.webhook_in_flight.set_function(lambda: self.in_flight)
         self._task = asyncio.create_task(self._run(), name="webhook-delivery")
 
     async def stop(self) -> None:
         """Stop at once (started or not); rows claimed mid-delivery are released for any replica to
         send again."""
+        # The loop ends at its next wait, never inside a transaction (a connection left mid-way would
+        # keep SQLite's write lock); one stuck on an unreachable database is canceled.
+        self._stopping = True
+        self._woken.set()
         task, self._task = self._task, None
         if task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), STOP_WAIT_S)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self._in_flight:
-            tokens, self._in_flight = set(self._in_flight), set()
+        tokens = set(self._tokens)
+        sends = list(self._sends.values())
+        for send in sends:
+            send.cancel()
+        await asyncio.gather(*sends, return_exceptions=True)
+        await asyncio.gather(*self._recording, return_exceptions=True)
+        if tokens:
             try:
                 await self._release(tokens)
             except Exception:
@@ -128,20 +175,24 @@ class DeliveryWorker:
         await self._client.aclose()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._woken.clear()
-            claimed = 0
             try:
-                claimed = await self.deliver_due()
+                await self._maintain()
+                if not self._stopping:
+                    self._start_due(await self._claim(self.settings.batch_size - self.in_flight))
             except Exception:
                 log.exception("webhook delivery round failed", extra={"replica": self.replica})
-            if claimed >= self.settings.batch_size:
-                continue
+            if self._stopping:
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), self._wait_s())
 
     def _wait_s(self) -> float:
-        wait = self.settings.poll_interval_s
+        now = time.monotonic()
+        wait = min(self.settings.poll_interval_s, max(self._next_prune - now, 0.0))
+        if self._tokens:
+            wait = min(wait, max(self._next_renewal - now, 0.0))
         if self._next_retry is not None:
             until_retry = (self._next_retry - utcnow()).total_seconds()
             if until_retry <= wait:
@@ -149,42 +200,73 @@ class DeliveryWorker:
                 wait = max(until_retry, 0.0)
         return wait
 
-    async def deliver_due(self) -> int:
-        """One round: claim the due rows, deliver them, record the outcomes; returns how many."""
-        claims = await self._claim()
-        if not claims:
-            return 0
-        token = claims[0].token
-        # Left in the set when the round is canceled: `stop` releases those rows.
-        self._in_flight.add(token)
-        by_hook: dict[str, list[Claim]] = {}
-        for claim in claims:
-            by_hook.setdefault(claim.hook_id, []).append(claim)
-        results = await asyncio.gather(
-            *(self._deliver_in_order(group) for group in by_hook.values()), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, Exception):
-                log.error("webhook delivery failed", exc_info=result, extra={"replica": self.replica})
-        self._in_flight.discard(token)
-        return len(claims)
+    async def _maintain(self) -> None:
+        """Renew this replica's claims and prune old records, each when it is due."""
+        now = time.monotonic()
+        if self._tokens and now >= self._next_renewal:
+            self._next_renewal = now + self.settings.claim_lease_s / 3
+            await self._renew()
+        if now >= self._next_prune:
+            self._next_prune = now + self.settings.prune_interval_s
+            await self.prune()
 
-    async def _claim(self) -> list[Claim]:
+    async def deliver_due(self) -> int:
+        """One round, waited for: claim the due rows this replica may send now, deliver them, record
+        the outcomes; returns how many."""
+        sends = self._start_due(await self._claim(self.settings.batch_size - self.in_flight))
+        await asyncio.gather(*sends, return_exceptions=True)
+        return len(sends)
+
+    def _start_due(self, claims: list[Claim]) -> list[asyncio.Task[None]]:
+        if claims:
+            self._next_renewal = min(self._next_renewal, time.monotonic() + self.settings.claim_lease_s / 3)
+        sends = []
+        for claim in claims:
+            self._tokens[claim.token] = self._tokens.get(claim.token, 0) + 1
+            send = asyncio.create_task(self._send(claim), name=f"webhook-{claim.delivery_id}")
+            self._sends[claim.delivery_id] = send
+            sends.append(send)
+        return sends
+
+    async def _send(self, claim: Claim) -> None:
+        try:
+            await self._deliver(claim)
+        except Exception as e:
+            log.error(
+                "webhook delivery failed", exc_info=e, extra={**claim.log_extra, "replica": self.replica}
+            )
+        finally:
+            self._sends.pop(claim.delivery_id, None)
+            left = self._tokens.get(claim.token, 1) - 1
+            if left > 0:
+                self._tokens[claim.token] = left
+            else:
+                self._tokens.pop(claim.token, None)
+            self.wake()  # a slot is free: this hook's next row, or another owner's, may go
+
+    async def _claim(self, capacity: int) -> list[Claim]:
+        """Claim up to `capacity` due rows, in turn between owners, within the hooks' and owners'
+        concurrency; each row is sent as soon as it is claimed."""
+        if capacity <= 0:
+            return []
         token = f"{self.replica[:180]}/{secrets.token_hex(6)}"
         now = utcnow()
-        due = (
-            select(WebhookDelivery)
-            .where(
-                WebhookDelivery.state == DeliveryState.PENDING.value,
-                WebhookDelivery.next_attempt_at <= now,
-                or_(WebhookDelivery.claimed_until.is_(None), WebhookDelivery.claimed_until < now),
-            )
-            .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.created_at, WebhookDelivery.id)
-            .limit(self.settings.batch_size)
-            .with_for_update(skip_locked=True)
-        )
         async with self.db.session() as s:
-            rows = list((await s.scalars(due)).all())
+            ids = list((await s.scalars(self._fair_pick(now, capacity))).all())
+            if not ids:
+                return []
+            free = or_(WebhookDelivery.claimed_until.is_(None), WebhookDelivery.claimed_until < now)
+            still_due = (
+                select(WebhookDelivery)
+                .where(
+                    WebhookDelivery.id.in_(ids),
+                    WebhookDelivery.state == DeliveryState.PENDING.value,
+                    WebhookDelivery.next_attempt_at <= now,
+                    free,
+                )
+                .with_for_update(skip_locked=True)
+            )
+            rows = list((await s.scalars(still_due)).all())
             if not rows:
                 return []
             hook_ids = {row.hook_id for row in rows}
@@ -210,9 +292,71 @@ class DeliveryWorker:
                 )
         return claims
 
-    async def _deliver_in_order(self, claims: list[Claim]) -> None:
-        for claim in claims:
-            await self._deliver(claim)
+    def _fair_pick(self, now: datetime, capacity: int) -> Any:
+        """The ids of the rows to claim now. Of the rows due or in flight (a live claim, on any
+        replica): of each (hook, build) only the oldest may go, and none while one is in flight (a
+        row waiting for its retry lets the next one go); of each hook, the first `hook_concurrency`
+        of those, counting the ones in flight first; of each owner, the first `owner_concurrency`
+        of those, again counting the ones in flight; then every owner's first, every owner's
+        second, …, up to `capacity` rows not yet in flight."""
+        d = WebhookDelivery
+        in_flight = and_(d.claimed_until.is_not(None), d.claimed_until >= now)
+        pending = (
+            select(
+                d.id,
+                d.hook_id,
+                d.owner,
+                d.next_attempt_at,
+                d.created_at,
+                case((in_flight, 0), else_=1).label("idle"),
+                func.row_number()
+                .over(
+                    partition_by=(d.hook_id, func.coalesce(d.build_id, d.id)),
+                    order_by=(case((in_flight, 0), else_=1), d.created_at, d.id),
+                )
+                .label("in_build"),
+            )
+            .where(d.state == DeliveryState.PENDING.value, or_(in_flight, d.next_attempt_at <= now))
+            .subquery("pending")
+        )
+        p = pending.c
+        heads = (
+            select(
+                p.id,
+                p.owner,
+                p.next_attempt_at,
+                p.created_at,
+                p.idle,
+                func.row_number()
+                .over(partition_by=p.hook_id, order_by=(p.idle, p.next_attempt_at, p.created_at, p.id))
+                .label("in_hook"),
+            )
+            .where(or_(p.in_build == 1, p.idle == 0))
+            .subquery("heads")
+        )
+        h = heads.c
+        lanes = (
+            select(
+                h.id,
+                h.next_attempt_at,
+                h.created_at,
+                h.idle,
+                func.row_number()
+                .over(
+                    partition_by=h.owner, order_by=(h.idle, h.in_hook, h.next_attempt_at, h.created_at, h.id)
+                )
+                .label("in_owner"),
+            )
+            .where(h.in_hook <= self.settings.hook_concurrency)
+            .subquery("lanes")
+        )
+        lane = lanes.c
+        return (
+            select(lane.id)
+            .where(lane.idle == 1, lane.in_owner <= self.settings.owner_concurrency)
+            .order_by(lane.in_owner, lane.next_attempt_at, lane.created_at, lane.id)
+            .limit(capacity)
+        )
 
     async def _deliver(self, claim: Claim) -> None:
         status: int | None = None
@@ -226,7 +370,11 @@ class DeliveryWorker:
             error = f"refused: {e}"
         except (httpx.HTTPError, OSError, TimeoutError) as e:
             error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        await self._record(claim, status, error)
+        # A stop cancels the POST, never a transaction half done: `stop` waits for the recording.
+        recording = asyncio.ensure_future(self._record(claim, status, error))
+        self._recording.add(recording)
+        recording.add_done_callback(self._recording.discard)
+        await asyncio.shield(recording)
 
     async def _post(self, claim: Claim) -> int:
         parts = urlsplit(claim.payload_url)
@@ -262,6 +410,7 @@ class DeliveryWorker:
                 log.warning("webhook delivery claim lost before its outcome was recorded", extra=extra)
                 return
             row.attempts += 1
+            row.last_attempt_at = now
             row.last_status = status
             row.last_error = None if error is None else error[:ERROR_CHARS]
             row.claimed_by = row.claimed_until = None
@@ -298,3 +447,49 @@ class DeliveryWorker:
                 )
                 .values(claimed_by=None, claimed_until=None)
             )
+
+    async def _renew(self) -> None:
+        """Extend the lease of every row this replica is sending: a slow receiver never outlives it."""
+        tokens = list(self._tokens)
+        if not tokens:
+            return
+        lease = utcnow() + timedelta(seconds=self.settings.claim_lease_s)
+        async with self.db.session() as s:
+            await s.execute(
+                update(WebhookDelivery)
+                .where(
+                    WebhookDelivery.claimed_by.in_(tokens),
+                    WebhookDelivery.state == DeliveryState.PENDING.value,
+                )
+                .values(claimed_until=lease)
+            )
+
+    async def prune(self) -> int:
+        """Delete delivered and given-up records past their retention; returns how many."""
+        now = utcnow()
+        pruned = 0
+        for state, keep_s in (
+            (DeliveryState.DELIVERED, self.settings.delivered_retention_s),
+            (DeliveryState.FAILED, self.settings.failed_retention_s),
+        ):
+            if keep_s <= 0:
+                continue
+            before = now - timedelta(seconds=keep_s)
+            while True:
+                old = (
+                    select(WebhookDelivery.id)
+                    .where(WebhookDelivery.state == state.value, WebhookDelivery.last_attempt_at < before)
+                    .limit(PRUNE_BATCH)
+                )
+                async with self.db.session() as s:
+                    ids = list((await s.scalars(old)).all())
+                    if ids:
+                        await s.execute(delete(WebhookDelivery).where(WebhookDelivery.id.in_(ids)))
+                pruned += len(ids)
+                if self.metrics is not None and ids:
+                    self.metrics.webhook_pruned.labels(state.value).inc(len(ids))
+                if len(ids) < PRUNE_BATCH:
+                    break
+        if pruned:
+            log.info("webhook delivery records pruned", extra={"count": pruned, "replica": self.replica})
+        return pruned

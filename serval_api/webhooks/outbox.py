@@ -64,6 +64,7 @@ async def enqueue_build_events(
                         hook_id=hook.id,
                         owner=build.owner,
                         event=event.value,
+                        build_id=build.id,
                         body=body,
                         state=DeliveryState.PENDING.value,
                         attempts=0,

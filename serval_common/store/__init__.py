@@ -7,9 +7,8 @@ from serval_common.store.base import (
     StoreError,
     StoreUnavailable,
     error_chain,
-    open_store,
-    store_from_settings,
 )
+from serval_common.store.factory import open_store, store_from_settings
 
 __all__ = [
     "InvalidKey",

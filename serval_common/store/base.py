@@ -5,11 +5,7 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
-
-if TYPE_CHECKING:
-    from serval_common.settings import Settings
+from urllib.parse import unquote
 
 
 class StoreError(Exception):
@@ -176,28 +172,3 @@ class ModelStore(ABC):
 
     @abstractmethod
     def _delete_prefix(self, prefix: str) -> None: ...
-
-
-def open_store(url: str, **s3_options: str | None) -> ModelStore:
-    """Open `file:///path` (or a bare path) as a local store, `s3://bucket/prefix` as S3."""
-    parsed = urlparse(url)
-    if parsed.scheme in ("", "file"):
-        from serval_common.store.local import LocalStore
-
-        return LocalStore(Path(parsed.path if parsed.scheme else url))
-    if parsed.scheme == "s3":
-        from serval_common.store.s3 import S3Store
-
-        return S3Store(bucket=parsed.netloc, prefix=parsed.path.strip("/"), **s3_options)
-    raise StoreError(f"unsupported model store URL {url!r}: use file:///path or s3://bucket/prefix")
-
-
-def store_from_settings(settings: Settings, url: str | None = None) -> ModelStore:
-    """The model store the settings name (or `url` in it, e.g. the one a build job was given)."""
-    return open_store(
-        url or settings.resolved_store_url,
-        endpoint_url=settings.store.s3_endpoint_url,
-        region=settings.store.s3_region,
-        access_key_id=settings.store.s3_access_key_id,
-        secret_access_key=settings.store.s3_secret_access_key,
-    )

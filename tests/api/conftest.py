@@ -28,13 +28,17 @@ and their node and job processes share two cores."""
 
 
 class RecordingLauncher(JobLauncher):
-    """Launching real build jobs is tested elsewhere; here a job is whatever the test reports."""
+    """Launching real build jobs is tested elsewhere; here a job is whatever the test reports.
+    `refusal`, when set, is what the next launches raise (a launcher that refuses or breaks)."""
 
     def __init__(self) -> None:
         self.specs: list[JobSpec] = []
         self.canceled: list[str] = []
+        self.refusal: Exception | None = None
 
     async def launch(self, spec: JobSpec) -> str:
+        if self.refusal is not None:
+            raise self.refusal
         self.specs.append(spec)
         return f"recorded:{spec.build_id}"
 
@@ -70,7 +74,7 @@ class RunningApi:
 
     def client(self, owner: str = "owner-a", scopes: tuple[str, ...] = ALL_ENGINE_SCOPES) -> httpx.Client:
         return httpx.Client(
-            base_url=f"{self.rest_url}/api/v1", headers={"X-API-Key": self.api_key(owner, scopes)}, timeout=10
+            base_url=f"{self.rest_url}/api/v1", headers={"X-API-Key": self.api_key(owner, scopes)}, timeout=60
         )
 
     def close(self) -> None:
@@ -107,3 +111,31 @@ def create_engine(client: httpx.Client, engine_type: str = "nmt", **fields: Any)
     assert response.status_code == 201, response.text
     engine: dict[str, Any] = response.json()
     return engine
+
+
+FINAL_STATES = ("Completed", "Faulted", "Canceled")
+MAX_POLLS = 200
+"""Long polls `follow_build` makes before it gives up: a build that never ends fails the test."""
+
+
+def follow_build(client: httpx.Client, build_url: str, build: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every revision of `build` a client sees that long-polls `build_url` with `min-revision` one
+    past the last it saw, as Serval's clients do, from `build` (a start's answer) to its end."""
+    seen = [build]
+    for _ in range(MAX_POLLS):
+        if seen[-1]["state"] in FINAL_STATES:
+            return seen
+        answer = client.get(build_url, params={"min-revision": seen[-1]["revision"] + 1})
+        if answer.status_code == 408:
+            continue
+        assert answer.status_code == 200, answer.text
+        seen.append(answer.json())
+    raise AssertionError(f"build {build['id']} did not end: {[b['state'] for b in seen]}")
+
+
+def wait_for_build(
+    client: httpx.Client, build: dict[str, Any], engines: str = "/translation/engines"
+) -> dict[str, Any]:
+    """`build` (a start's answer) once it has ended; `engines` is its API's engine path."""
+    url = f"{engines}/{build['engine']['id']}/builds/{build['id']}"
+    return follow_build(client, url, build)[-1]

@@ -19,7 +19,7 @@ import grpc
 import httpx
 from google.protobuf.message import Message
 
-from serval_api.auth import ALL_SCOPES
+from serval_api.auth import ALL_SCOPES, READ_ENGINES
 from serval_api.service.keys import create_api_key, create_node_token
 from tests.api.conftest import RunningApi, create_engine
 
@@ -214,3 +214,18 @@ class World:
         assert self.api.service.services is not None
         record, _ = self.api.run(create_node_token(self.api.service.services.db, "pool"))
         return record.id
+
+
+SIL_CONVERTERS = "/api/v1/translate"
+SIL_CONVERTERS_TEXT = {"sourceLanguage": "eng_Latn", "targetLanguage": "swh_Latn", "text": "Hello."}
+NO_PUBLIC_BASE_MODEL = (400,)
+SIL_CONVERTERS_ENDPOINTS = [
+    Rest("POST", SIL_CONVERTERS + "/", READ_ENGINES, NO_PUBLIC_BASE_MODEL, json=SIL_CONVERTERS_TEXT),
+    Rest("POST", SIL_CONVERTERS, READ_ENGINES, NO_PUBLIC_BASE_MODEL, json=SIL_CONVERTERS_TEXT),
+    Rest("GET", SIL_CONVERTERS + "/languages/", READ_ENGINES, NO_PUBLIC_BASE_MODEL),
+    Rest("GET", SIL_CONVERTERS + "/languages", READ_ENGINES, NO_PUBLIC_BASE_MODEL),
+]
+"""SIL Converters' NLLB Translator (serval_api/rest/sil_converters.py): the slashed paths it asks
+for and the slashless ones, which answer too. The matrix's model store publishes no public base
+model, so an unbound key of the owner gets that readable 400; tests/e2e/test_sil_converters.py
+translates."""

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import empty_pb2
 
 from serval.admin.v1 import admin_pb2, admin_pb2_grpc
-from serval_api.auth import ADMIN, ALL_ENGINE_SCOPES, READ_ENGINES
+from serval_api.auth import ADMIN, ALL_ENGINE_SCOPES, READ_ENGINES, Caller
 from serval_api.db.nodes import upsert_node
 from serval_api.service.keys import verify_node_token
 from tests.api.conftest import RunningApi
@@ -95,3 +95,82 @@ def test_admin_over_grpc(api: RunningApi) -> None:
     with pytest.raises(grpc.RpcError) as error:
         stub.ListNodes(empty_pb2.Empty(), metadata=(("x-api-key", api.api_key()),))
     assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_a_key_can_be_bound_to_one_of_its_owners_translation_engines(
+    api: RunningApi, admin: httpx.Client
+) -> None:
+    """SIL Converters and LibreTranslate name no engine: a key bound to one translates with it.
+    Only the owner's own translation engines can be bound, over REST, gRPC and the CLI alike."""
+    from typer.testing import CliRunner
+
+    from serval_cli.main import app
+    from tests.api.conftest import create_engine
+
+    with api.client("team-x") as team, api.client("team-y") as other:
+        engine = create_engine(team)
+        aligner = team.post(
+            "/word-alignment/engines",
+            json={"sourceLanguage": "en", "targetLanguage": "sw", "type": "statistical"},
+        ).json()
+        theirs = create_engine(other)
+    scopes = [READ_ENGINES]
+    bound = admin.post(
+        "/admin/api-keys", json={"owner": "team-x", "scopes": scopes, "engineId": engine["id"]}
+    )
+    assert bound.status_code == 201, bound.text
+    assert bound.json()["engineId"] == engine["id"]
+    listed = {k["id"]: k for k in admin.get("/admin/api-keys", params={"owner": "team-x"}).json()}
+    assert listed[bound.json()["id"]]["engineId"] == engine["id"]
+    assert services_caller(api, bound.json()["key"]).engine_id == engine["id"]
+    refused = {
+        theirs["id"]: 404,  # another owner's engine reads as unknown
+        "nope-42": 404,
+        "../x": 404,
+    }
+    for engine_id, status in refused.items():
+        answer = admin.post(
+            "/admin/api-keys", json={"owner": "team-x", "scopes": scopes, "engineId": engine_id}
+        )
+        assert answer.status_code == status, answer.text
+    wa = admin.post("/admin/api-keys", json={"owner": "team-x", "scopes": scopes, "engineId": aligner["id"]})
+    assert wa.status_code == 400 and "word-alignment engine" in wa.json()["message"]
+
+    stub = admin_pb2_grpc.AdminApiStub(api.channel)
+    as_admin = (("x-api-key", api.api_key("ops", (ADMIN,))),)
+    created = stub.CreateApiKey(
+        admin_pb2.CreateApiKeyRequest(owner="team-x", scopes=scopes, engine_id=engine["id"]),
+        metadata=as_admin,
+    )
+    assert created.api_key.engine_id == engine["id"]
+    with pytest.raises(grpc.RpcError) as foreign:
+        stub.CreateApiKey(
+            admin_pb2.CreateApiKeyRequest(owner="team-x", scopes=scopes, engine_id=theirs["id"]),
+            metadata=as_admin,
+        )
+    assert foreign.value.code() == grpc.StatusCode.NOT_FOUND
+
+    home = [
+        "--home",
+        str(api.service.settings.home),
+        "--database-url",
+        api.service.settings.resolved_database_url,
+    ]
+    runner = CliRunner()
+    made = runner.invoke(
+        app, ["admin", "api-key", "create", "--owner", "team-x", "--engine", engine["id"], *home]
+    )
+    assert made.exit_code == 0, made.output
+    assert f"bound to engine {engine['id']}" in made.output
+    assert services_caller(api, made.output.strip().splitlines()[-1]).engine_id == engine["id"]
+    wrong = runner.invoke(
+        app, ["admin", "api-key", "create", "--owner", "team-x", "--engine", theirs["id"], *home]
+    )
+    assert wrong.exit_code == 1 and "not found" in wrong.output
+
+
+def services_caller(api: RunningApi, key: str) -> Caller:
+    assert api.service.services is not None
+    caller = api.run(api.service.services.lookups.caller(key))
+    assert caller is not None
+    return caller

@@ -19,8 +19,8 @@ from serval_api.errors import NotFound, Timeout
 from serval_api.service import Services, builds, builds_feed
 from serval_api.service.changes import build_key
 from serval_common.settings import ApiSettings, Settings
-from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine
+from tests.api.file_rows import set_chunks
 
 POLLS = 1000
 READER = frozenset({READ_ENGINES})
@@ -63,9 +63,10 @@ def test_polls_on_unknown_and_foreign_ids_register_nothing(api: RunningApi) -> N
 
 
 def test_waits_on_distinct_keys_leave_the_map_empty_when_they_end(api: RunningApi) -> None:
-    """Each owner's feed poll waits on its own key; timed out or cancelled, every entry goes."""
+    """Each owner's feed poll waits on its own key; cancelled, every entry goes."""
     services = services_of(api)
-    services.long_poll_max_s = 15
+    # Longer than registering POLLS waits takes on a busy machine: only cancellations end them.
+    services.long_poll_max_s = 600
     after = "2000-01-01 00:00:00Z"
 
     async def polls() -> tuple[int, list[BaseException | object]]:
@@ -78,18 +79,36 @@ def test_waits_on_distinct_keys_leave_the_map_empty_when_they_end(api: RunningAp
         waiting = services.changes.watched_keys()
         for task in waits[::2]:
             task.cancel()
+        await asyncio.wait(waits[::2])
+        for task in waits[1::2]:
+            task.cancel()
         return waiting, await asyncio.gather(*waits, return_exceptions=True)
 
-    waiting, answers = asyncio.run_coroutine_threadsafe(polls(), api.loop).result(timeout=60)
+    # a bound against a hang, not a speed
+    waiting, answers = asyncio.run_coroutine_threadsafe(polls(), api.loop).result(timeout=300)
     assert waiting == POLLS
-    assert all(isinstance(a, asyncio.CancelledError) for a in answers[::2])
-    assert all(isinstance(a, Timeout) for a in answers[1::2])
+    assert all(isinstance(a, asyncio.CancelledError) for a in answers)
+    assert services.changes.watched_keys() == 0
+
+
+def test_waits_that_time_out_leave_the_map_empty(api: RunningApi) -> None:
+    services = services_of(api)
+    services.long_poll_max_s = 1
+    after = "2000-01-01 00:00:00Z"
+
+    async def polls() -> list[BaseException | object]:
+        calls = [builds_feed.next_finished(services, Caller(f"owner-{i}", READER), after) for i in range(50)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    answers = asyncio.run_coroutine_threadsafe(polls(), api.loop).result(timeout=300)
+    assert all(isinstance(a, Timeout) for a in answers), answers
     assert services.changes.watched_keys() == 0
 
 
 def test_many_waiters_on_one_key_share_one_entry_until_the_last_leaves(api: RunningApi) -> None:
     services = services_of(api)
-    services.long_poll_max_s = 10
+    # Longer than every wait below: only cancellations end these polls, however slow the machine.
+    services.long_poll_max_s = 600
     with api.client() as client:
         engine_id, build_id = started_build(client)
     me = Caller("owner-a", READER)
@@ -114,18 +133,21 @@ def test_many_waiters_on_one_key_share_one_entry_until_the_last_leaves(api: Runn
         await asyncio.wait(waits[:100])
         counts.append(services.changes.watched_keys())
         counts.append(services.changes.waiters(key))
+        for task in waits[100:]:
+            task.cancel()
         return counts, await asyncio.gather(*waits, return_exceptions=True)
 
-    counts, answers = asyncio.run_coroutine_threadsafe(polls(), api.loop).result(timeout=30)
+    # a bound against a hang, not a speed
+    counts, answers = asyncio.run_coroutine_threadsafe(polls(), api.loop).result(timeout=120)
     assert counts == [1, 1, 1, 100], "woken waiters watch again; half of them leaving keeps the entry"
-    assert all(isinstance(a, asyncio.CancelledError) for a in answers[:100])
-    assert all(isinstance(a, Timeout) for a in answers[100:])
-    assert services.changes.watched_keys() == 0
+    assert all(isinstance(a, asyncio.CancelledError) for a in answers)
+    assert services.changes.watched_keys() == 0, "the last waiter to leave removes the entry"
 
 
 def test_watch_build_on_foreign_ids_and_abandoned_watches_leave_nothing(api: RunningApi) -> None:
     services = services_of(api)
-    services.long_poll_max_s = 30
+    # Longer than every wait below: only the clients' cancellations can remove the watches.
+    services.long_poll_max_s = 600
     with api.client("owner-b") as other:
         foreign_engine, foreign_build = started_build(other)
     with api.client() as client:
@@ -160,7 +182,8 @@ def test_watch_build_on_foreign_ids_and_abandoned_watches_leave_nothing(api: Run
     _wait(lambda: services.changes.watched_keys() == 0)
 
 
-def _wait(condition: object, timeout_s: float = 10) -> None:
+def _wait(condition: object, timeout_s: float = 60) -> None:
+    """A bound against a hang on a busy machine, not a speed."""
     import time
 
     deadline = time.monotonic() + timeout_s
@@ -189,8 +212,7 @@ def files_api(tmp_path: Path, database_url: str) -> Iterator[RunningApi]:
 
 
 def test_a_start_refused_for_a_running_build_reads_no_corpus(files_api: RunningApi) -> None:
-    """The corpus's file is gone from the store: reading it would fail the start with another error."""
-    services = services_of(files_api)
+    """The corpus's file's contents are gone: reading it would fail the start with another error."""
     with files_api.client(scopes=ALL_SCOPES) as client:
         engine = create_engine(client)
         ids = []
@@ -207,8 +229,7 @@ def test_a_start_refused_for_a_running_build_reads_no_corpus(files_api: RunningA
         assert pc.status_code == 201, pc.text
         builds_url = f"/translation/engines/{engine['id']}/builds"
         assert client.post(builds_url, json={}).status_code == 201
-        store = open_store(services.settings.resolved_store_url)
-        store.delete_prefix(f"files/{ids[0][0]}")
+        set_chunks(files_api, ids[0][0])
         refused = client.post(builds_url, json={})
         assert refused.status_code == 409, refused.text
         assert "already has a build" in refused.json()["message"]
@@ -236,6 +257,6 @@ def test_downloads_stream_with_their_name_and_type(files_api: RunningApi) -> Non
                 )
                 chunks = list(response.iter_raw())
             assert b"".join(chunks) == data
-        open_store(services_of(files_api).settings.resolved_store_url).delete_prefix(f"files/{file_id}")
+        set_chunks(files_api, file_id)  # no chunk and nothing in the store
         gone = client.get(f"/files/{file_id}/contents")
         assert gone.status_code >= 400 and gone.headers.get("transfer-encoding") != "chunked"

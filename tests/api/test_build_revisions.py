@@ -131,10 +131,14 @@ def builds(api: RunningApi, tiny_ct2_model: Path) -> Iterator[Builds]:
 
 
 UNTRANSLATED = 8
-"""Verses at the end of the parallel corpus whose target is empty: what a build pretranslates."""
+"""Verses at the end of the parallel corpus whose target is empty: what a build that trains on the
+corpus pretranslates."""
+VERSES = 120
+"""The parallel corpus's source verses: what an inference-only build pretranslates (as Serval,
+every segment not in the training data)."""
 
 
-def parallel_corpus(builds: Builds, verses: int = 120) -> str:
+def parallel_corpus(builds: Builds, verses: int = VERSES) -> str:
     sources, targets = verse_pairs("engwebp", "swh1850", 300 + verses)
     targets = [*targets[300 : 300 + verses - UNTRANSLATED], *[""] * UNTRANSLATED]
     response = builds.client.post(
@@ -186,7 +190,7 @@ def assert_next_build_gets_a_new_revision(builds: Builds, corpus_id: str, burned
     assert (manifest["build_id"], manifest["revision"]) == (build["id"], burned + 1)
     assert all(key.startswith(f"models/{builds.engine_id}/{burned + 1}/") for key in builds.models())
     rows = builds.pretranslations(corpus_id)
-    assert rows.status_code == 200 and len(rows.json()) == UNTRANSLATED
+    assert rows.status_code == 200 and len(rows.json()) == VERSES
 
 
 def test_cancel_while_queued_burns_the_revision(builds: Builds) -> None:

@@ -15,13 +15,14 @@ import pytest
 from sqlalchemy import update
 
 from serval.translation.v1 import platform_pb2
-from serval_api.auth import READ_ENGINES, UPDATE_ENGINES
+from serval_api.auth import ALL_SCOPES, READ_ENGINES, UPDATE_ENGINES
 from serval_api.db.models import Build
 from serval_api.service.changes import owner_builds_key
 from serval_api.service.deployment import service_version
-from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
+from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine, wait_for_build
 from tests.api.test_platform_api import as_job, job_stub
 from tests.api.test_replicas import PARKED_MAX_S, WOKE_WITHIN_S, Replicas, parked, replicas, woken
+from tests.api.test_word_alignment import WA, wa_engine
 from tests.helpers import TEST_DATABASE_URL
 
 __all__ = ["replicas"]  # the fixture, for test_next_finished_wakes_across_replicas
@@ -124,7 +125,7 @@ def test_a_build_carries_every_required_property_through_its_life(
 
 def test_quote_analysis_and_missing_execution_data(api: RunningApi, client: httpx.Client) -> None:
     engine = create_engine(client, "echo")
-    build = start(client, engine)
+    build = wait_for_build(client, start(client, engine))
     url = f"/translation/engines/{engine['id']}/builds/{build['id']}"
     analysis = [
         {
@@ -161,7 +162,10 @@ def test_quote_analysis_and_missing_execution_data(api: RunningApi, client: http
 
 def test_builds_created_after_are_the_callers_oldest_first(api: RunningApi, client: httpx.Client) -> None:
     first_engine, second_engine = create_engine(client, "echo"), create_engine(client, "echo")
-    made = [start(client, first_engine), start(client, second_engine), start(client, first_engine)]
+    made = [
+        wait_for_build(client, start(client, engine))
+        for engine in (first_engine, second_engine, first_engine)
+    ]
     with api.client("owner-b") as other:
         theirs = start(other, create_engine(other, "echo"))
         assert [b["id"] for b in other.get(FEED).json()] == [theirs["id"]]
@@ -205,7 +209,8 @@ def test_next_finished_returns_the_earliest_build_finished_after(
 ) -> None:
     before = serval_date(datetime.now(UTC) - timedelta(seconds=2))
     engine = create_engine(client, "echo")
-    first, second = start(client, engine), start(client, engine)
+    first = wait_for_build(client, start(client, engine))
+    second = wait_for_build(client, start(client, engine))
     answer = client.get(NEXT, params={"finished-after": before})
     assert answer.status_code == 200, answer.text
     assert_build_body(answer.json())
@@ -251,12 +256,33 @@ def test_another_owners_builds_never_answer(api: RunningApi, client: httpx.Clien
         assert client.get(FEED).json() == []
 
 
+def test_word_alignment_builds_are_not_in_the_translation_feed(api: RunningApi) -> None:
+    """Serval's feed reads translation builds only (it has no word-alignment feed): a word-alignment
+    build's URL answers 404 as a translation build."""
+    before = serval_date(datetime.now(UTC) - timedelta(seconds=2))
+    with api.client(scopes=ALL_SCOPES) as owner:
+        aligner = wa_engine(owner, type="EchoWordAlignment")
+        started = owner.post(f"{WA}/{aligner['id']}/builds", json={})
+        assert started.status_code == 201, started.text
+        assert wait_for_build(owner, started.json(), WA)["state"] == "Completed"
+        assert owner.get(FEED).json() == []
+        assert (
+            owner.get(f"/translation/engines/{aligner['id']}/builds/{started.json()['id']}").status_code
+            == 404
+        )
+
+        translation = wait_for_build(owner, start(owner, create_engine(owner, "echo")))
+        assert [b["id"] for b in owner.get(FEED).json()] == [translation["id"]]
+        answer = owner.get(NEXT, params={"finished-after": before})
+        assert answer.status_code == 200 and answer.json()["id"] == translation["id"]
+
+
 def test_credentials_and_scope_are_checked_before_any_wait(api: RunningApi) -> None:
     assert api.service.services is not None
     services = api.service.services
     services.long_poll_max_s = PARKED_MAX_S
     params = {"finished-after": "2000-01-01 00:00:00Z"}
-    with httpx.Client(base_url=f"{api.rest_url}/api/v1", timeout=10) as anonymous:
+    with httpx.Client(base_url=f"{api.rest_url}/api/v1", timeout=60) as anonymous:
         since = time.monotonic()
         assert anonymous.get(NEXT, params=params).status_code == 401
         assert anonymous.get(FEED).status_code == 401

@@ -25,9 +25,12 @@ from serval.health.v1 import health_pb2_grpc
 from serval.inference.v1 import node_pb2
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2, platform_pb2_grpc
 from serval_api.auth import ADMIN, ALL_SCOPES
+from serval_api.errors import UNAVAILABLE_MESSAGE
 from serval_api.service import status
 from serval_common.settings import ApiSettings, Settings, StoreSettings
+from serval_common.store import store_from_settings
 from tests.api.conftest import RunningApi, create_engine
+from tests.api.file_rows import set_chunks
 from tests.api.test_build_export import ENG_MAT, SWH_MAT, corpus, parallel_corpus, text
 from tests.api.test_node_protocol import ScriptedNode, _complete_build, new_node_token, wait_until
 from tests.helpers import free_port
@@ -111,9 +114,12 @@ def test_s3_store_failures_show_clients_an_error_id_and_the_log_the_rest(
         target = corpus(client, "sw", {"MAT.txt": text(SWH_MAT)})
         parallel_corpus(client, engine["id"], source, target)
 
+        # Files uploaded before contents moved to the database, whose store objects are gone.
+        old_files = [f["id"] for f in client.get("/files").json()]
+        for file_id in old_files:
+            set_chunks(s3_api, file_id)
         s3 = boto3.client("s3", endpoint_url=moto_endpoint)
-        for item in s3.list_objects_v2(Bucket=s3_bucket, Prefix=f"{PREFIX}/files/")["Contents"]:
-            s3.delete_object(Bucket=s3_bucket, Key=item["Key"])
+        assert "Contents" not in s3.list_objects_v2(Bucket=s3_bucket, Prefix=f"{PREFIX}/files/")
 
         for message in start_build_everywhere(s3_api, client, engine["id"]):
             assert "cannot be read" in message
@@ -121,18 +127,24 @@ def test_s3_store_failures_show_clients_an_error_id_and_the_log_the_rest(
             full = logged(caplog, error_id(message))
             assert s3_bucket in full and PREFIX in full, "the log names what failed"
 
-        # The store becomes unreachable: an upload fails unexpectedly, the health check fails.
+        # The store becomes unreachable: reading an old file's contents answers 503 (as Serval
+        # answers an outage), the health check fails; an upload needs no store.
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
         assert s3_api.service.services is not None
         closed = f"127.0.0.1:{free_port()}"
-        s3_api.service.services.settings.store.s3_endpoint_url = f"http://{closed}"
+        services = s3_api.service.services
+        services.settings.store.s3_endpoint_url = f"http://{closed}"
+        services.store = store_from_settings(services.settings)  # the service's store, now unreachable
         secrets += (closed,)
 
         upload = client.post("/files", data={"format": "Text"}, files={"file": ("a.txt", b"a\n")})
-        assert upload.status_code == 500, upload.text
-        assert_clean(upload.text, *secrets)
-        assert upload.json()["message"].startswith("internal error (error id ")
-        assert closed in logged(caplog, error_id(upload.json()["message"]))
+        assert upload.status_code == 201, upload.text
+        download = client.get(f"/files/{old_files[0]}/contents")
+        assert download.status_code == 503, download.text
+        assert_clean(download.text, *secrets)
+        assert download.json()["message"].startswith(f"{UNAVAILABLE_MESSAGE} (error id ")
+        assert download.headers["retry-after"]
+        assert closed in logged(caplog, error_id(download.json()["message"]))
 
         health = client.get("/status/health")
         assert health.status_code == 503
@@ -155,8 +167,8 @@ def test_a_local_store_path_reaches_no_client(
         source = corpus(client, "en", {"MAT.txt": text(ENG_MAT)})
         target = corpus(client, "sw", {"MAT.txt": text(SWH_MAT)})
         parallel_corpus(client, engine["id"], source, target)
-        for contents in (tmp_path / "store" / "files").rglob("contents"):
-            contents.unlink()
+        for file in client.get("/files").json():
+            set_chunks(api, file["id"])  # uploaded before contents moved to the database, and gone
         for message in start_build_everywhere(api, client, engine["id"]):
             assert_clean(message, str(tmp_path), "file://")
             assert str(tmp_path) in logged(caplog, error_id(message))

@@ -70,7 +70,7 @@ class FamilyNode(ScriptedNode):
         """What the node received besides work items (load and unload orders)."""
         self.send(
             hello=node_pb2.Hello(
-                protocol_version=node_pb2.PROTOCOL_VERSION_1,
+                protocol_version=node_pb2.PROTOCOL_VERSION_2,
                 node_id=node_id,
                 device=node_pb2.DeviceInfo(kind="cpu", compute_type="int8"),
                 free_slots=4,
@@ -82,11 +82,22 @@ class FamilyNode(ScriptedNode):
         assert self.read().HasField("welcome")
         self.keep_alive()
 
-    def ready(self, engine_id: str, revision: int = 1) -> None:
+    def ready(
+        self,
+        engine_id: str,
+        revision: int = 1,
+        *,
+        trained_through: int | None = None,
+        state: int = node_pb2.MODEL_STATE_READY,
+    ) -> None:
+        """Report the revision READY (or `state`); with `trained_through`, as a node of this release
+        reports a model that learns segments."""
         model = node_pb2.ModelRef(
             engine_id=engine_id, revision=revision, location=f"models/{engine_id}/{revision}"
         )
-        self.send(model_status=node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY))
+        self.send(
+            model_status=node_pb2.ModelStatus(model=model, state=state, trained_through=trained_through)
+        )
 
     def work(self, timeout_s: float = 10) -> node_pb2.WorkItem:
         """The next work item; load and unload orders before it are kept in `others`."""
@@ -110,11 +121,25 @@ class FamilyNode(ScriptedNode):
         self.send(result=node_pb2.WorkResult(request_id=item.request_id, **outcome))
 
     def translated(self, item: node_pb2.WorkItem, text: str) -> None:
-        results = [engine_pb2.TranslationResult(translation=text)] * max(1, item.translate.n)
+        results = [node_pb2.TranslationResult(translation=text)] * max(1, item.translate.n)
         self.result(item, translate=node_pb2.TranslateOutput(results=results))
 
     def learned(self, item: node_pb2.WorkItem) -> None:
         self.result(item, train_segment=node_pb2.TrainSegmentOutput(seq=item.train_segment.seq))
+
+    def next_other(self, kind: str, timeout_s: float = 15) -> node_pb2.ApiMessage:
+        """The next message of `kind` (e.g. `catch_up`) that is not a work item; work items before it
+        fail the test."""
+        for message in self.others:
+            if message.HasField(kind):  # type: ignore[arg-type]
+                self.others.remove(message)
+                return message
+        while True:
+            message = self.read(timeout_s)
+            assert not message.HasField("work"), f"work instead of {kind}: {message}"
+            if message.HasField(kind):  # type: ignore[arg-type]
+                return message
+            self.others.append(message)
 
     def failed(self, item: node_pb2.WorkItem, code: int, message: str) -> None:
         self.result(item, error=node_pb2.WorkError(code=code, message=message))
@@ -226,7 +251,7 @@ def test_a_node_claiming_smt_serves_every_translation_operation(api: RunningApi,
             answer = in_background(pool, client, f"{base}/get-word-graph", "In the beginning")
             item = both.work()
             assert item.word_graph.segment == "In the beginning"
-            graph = engine_pb2.WordGraph(source_tokens=["In", "the", "beginning"], initial_state_score=-1.5)
+            graph = node_pb2.WordGraph(source_tokens=["In", "the", "beginning"], initial_state_score=-1.5)
             both.result(item, word_graph=graph)
             body = answer.result(timeout=20).json()
             assert body["sourceTokens"] == ["In", "the", "beginning"] and body["initialStateScore"] == -1.5

@@ -28,7 +28,7 @@ from serval.word_alignment.v1 import engine_pb2 as wa_engine_pb2
 from serval.word_alignment.v1 import platform_pb2 as wa_platform_pb2
 from serval_api.auth import ALL_SCOPES
 from serval_common.settings import ApiSettings, Settings
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.helpers import fresh_database
 
 pytestmark = [pytest.mark.database, pytest.mark.timeout(300)]
@@ -224,7 +224,8 @@ def client(api: RunningApi) -> Iterator[httpx.Client]:
 def sentinel(client: httpx.Client) -> str:
     """An echo engine no fuzzed request names: it answers the health check after each method."""
     engine_id: str = create_engine(client, "echo")["id"]
-    assert client.post(f"/translation/engines/{engine_id}/builds", json={}).status_code == 201
+    build = client.post(f"/translation/engines/{engine_id}/builds", json={})
+    assert build.status_code == 201 and wait_for_build(client, build.json())["state"] == "Completed"
     return engine_id
 
 
@@ -265,7 +266,7 @@ def test_engine_api_method(
     api: RunningApi, client: httpx.Client, sentinel: str, method: MethodDescriptor
 ) -> None:
     echo = create_engine(client, "echo")["id"]
-    client.post(f"/translation/engines/{echo}/builds", json={})
+    wait_for_build(client, client.post(f"/translation/engines/{echo}/builds", json={}).json())
     nmt = create_engine(client)["id"]
     location = file_location(client)
     hints: dict[str, st.SearchStrategy[Any]] = {

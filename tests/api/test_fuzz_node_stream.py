@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from serval.inference.v1 import node_pb2
-from serval.translation.v1 import engine_pb2, platform_pb2, platform_pb2_grpc
+from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.service.keys import create_node_token
 from serval_common.settings import ApiSettings, Settings
 from tests.api.conftest import RunningApi, create_engine
@@ -77,7 +77,7 @@ class RawNode:
 
     def hello(self) -> str:
         hello = node_pb2.Hello(
-            protocol_version=node_pb2.PROTOCOL_VERSION_1, node_id=self.node_id, free_slots=2
+            protocol_version=node_pb2.PROTOCOL_VERSION_2, node_id=self.node_id, free_slots=2
         )
         self.send(node_pb2.NodeMessage(hello=hello))
         message = self.next()
@@ -156,7 +156,7 @@ class Harness:
             response = answer.result(timeout=WAIT_S + 5)
             assert response.status_code < 500 or response.status_code == 503, response.text
             return None
-        output = node_pb2.TranslateOutput(results=[engine_pb2.TranslationResult(translation="probed")])
+        output = node_pb2.TranslateOutput(results=[node_pb2.TranslationResult(translation="probed")])
         node.send(
             node_pb2.NodeMessage(result=node_pb2.WorkResult(request_id=item.request_id, translate=output))
         )
@@ -281,7 +281,7 @@ def test_random_frames(fleet: Harness) -> None:
 def test_random_hello(fleet: Harness) -> None:
     """Any Hello gets a Welcome or a Rejection; a welcomed node that hangs up is forgotten."""
     hints = {
-        "protocol_version": st.just(node_pb2.PROTOCOL_VERSION_1),
+        "protocol_version": st.just(node_pb2.PROTOCOL_VERSION_2),
         "free_slots": st.integers(1, 4),
         "node_id": st.sampled_from(["n", "n" * 201, "n\x00", "é" * 100]),
     }

@@ -9,7 +9,7 @@ from grpc_health.v1 import health_pb2_grpc as std_health_pb2_grpc
 
 from serval.health.v1 import health_pb2, health_pb2_grpc
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
-from tests.api.conftest import MAX_SEGMENT_CHARS, RunningApi
+from tests.api.conftest import MAX_SEGMENT_CHARS, RunningApi, wait_for_build
 
 ENGINE_ID = "0123456789abcdef01234567"
 
@@ -87,12 +87,17 @@ def test_translate_status_codes(
         assert other.post(f"/translation/engines/{ENGINE_ID}/translate", json="hi").status_code == 404
 
 
-def test_echo_engine_build_and_translate(stub: engine_pb2_grpc.TranslationEngineApiStub, key: object) -> None:
+def test_echo_engine_build_and_translate(
+    api: RunningApi, stub: engine_pb2_grpc.TranslationEngineApiStub, key: object
+) -> None:
     create(stub, key, engine_type="echo")
     stub.StartBuild(
         engine_pb2.StartBuildRequest(engine_type="Echo", engine_id=ENGINE_ID, build_id="b1", options="{}"),
         metadata=key,
     )
+    with api.client() as client:
+        started = client.get(f"/translation/engines/{ENGINE_ID}/builds/b1").json()
+        assert wait_for_build(client, started)["state"] == "Completed"
     response = stub.Translate(
         engine_pb2.TranslateRequest(engine_type="Echo", engine_id=ENGINE_ID, segment="Hi there", n=2),
         metadata=key,

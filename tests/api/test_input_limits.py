@@ -15,7 +15,7 @@ from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2, pla
 from serval_api.auth import ALL_SCOPES
 from serval_api.errors import MAX_MESSAGE_CHARS
 from serval_common.settings import ApiSettings, Settings
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.helpers import fresh_database
 
 pytestmark = [pytest.mark.database, pytest.mark.timeout(120)]
@@ -64,7 +64,7 @@ def key(api: RunningApi) -> str:
 
 @pytest.fixture
 def client(api: RunningApi, key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": key}, timeout=10) as c:
+    with httpx.Client(base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": key}, timeout=60) as c:
         yield c
 
 
@@ -91,7 +91,8 @@ def message(response: httpx.Response) -> str:
 
 def echo_engine(client: httpx.Client) -> str:
     engine_id: str = create_engine(client, "echo")["id"]
-    assert client.post(f"/translation/engines/{engine_id}/builds", json={}).status_code == 201
+    build = client.post(f"/translation/engines/{engine_id}/builds", json={})
+    assert build.status_code == 201 and wait_for_build(client, build.json())["state"] == "Completed"
     return engine_id
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.conftest import RunningApi
+from tests.api.conftest import RunningApi, wait_for_build
 from tests.api.test_train_segment import SOURCE, TARGET, built_engine, train, translate
 
 
@@ -18,7 +18,8 @@ def test_changes_through_the_api_reach_the_next_translation(api: RunningApi, cli
     assert train(client, engine_id, SOURCE, TARGET).status_code == 200
     assert translate(client, engine_id, SOURCE).json()["translation"] == TARGET
 
-    assert client.post(f"/translation/engines/{engine_id}/builds", json={}).status_code == 201
+    rebuild = client.post(f"/translation/engines/{engine_id}/builds", json={})
+    assert rebuild.status_code == 201 and wait_for_build(client, rebuild.json())["state"] == "Completed"
     assert translate(client, engine_id, "Something else.").headers["x-model-revision"] == "2"
 
     assert client.delete(f"/translation/engines/{engine_id}").status_code in (200, 204)

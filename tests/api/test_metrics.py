@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, wait_for_build
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:
@@ -29,7 +29,7 @@ def test_metrics_count_rest_grpc_builds_and_queues(api: RunningApi, client: http
     assert client.get("/translation/engines/missing").status_code == 404
     client.post(f"/translation/engines/{engine['id']}/builds", json={})
     echo = create_engine(client, "echo")
-    client.post(f"/translation/engines/{echo['id']}/builds", json={})
+    wait_for_build(client, client.post(f"/translation/engines/{echo['id']}/builds", json={}).json())
     stub = engine_pb2_grpc.TranslationEngineApiStub(api.channel)
     key = (("x-api-key", api.api_key()),)
     stub.GetQueueSize(engine_pb2.GetQueueSizeRequest(engine_type="Nmt"), metadata=key)

@@ -17,7 +17,7 @@ from serval_api.auth import ALL_ENGINE_SCOPES, Caller
 from serval_api.service import downloads
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import store_from_settings
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.api.test_platform_api import as_job, job_stub
 
 
@@ -122,7 +122,7 @@ def test_a_tiny_ttl_expires(api: RunningApi, client: httpx.Client, tmp_path: Pat
 
 def test_an_echo_engine_has_no_model_to_download(api: RunningApi, client: httpx.Client) -> None:
     engine = create_engine(client, "echo")
-    client.post(f"/translation/engines/{engine['id']}/builds", json={})
+    wait_for_build(client, client.post(f"/translation/engines/{engine['id']}/builds", json={}).json())
     assert client.get(f"/translation/engines/{engine['id']}").json()["modelRevision"] == 1
     refused = client.get(f"/translation/engines/{engine['id']}/model-download-url")
     assert refused.status_code == 405, refused.text

@@ -17,7 +17,6 @@ import grpc
 import pytest
 
 from serval.inference.v1 import node_pb2, node_pb2_grpc
-from serval.translation.v1 import engine_pb2
 from serval_api.db.nodes import list_nodes
 from serval_api.service.keys import create_node_token
 from serval_common.settings import ApiSettings, Settings
@@ -54,7 +53,7 @@ class ScriptedNode:
     def hello(
         self,
         *,
-        version: int = node_pb2.PROTOCOL_VERSION_1,
+        version: int = node_pb2.PROTOCOL_VERSION_2,
         slots: int = 4,
         node_id: str = "n1",
         free_slots: int | None = None,
@@ -144,7 +143,7 @@ def test_welcome_registers_the_node(api: RunningApi, node_token: str) -> None:
     try:
         node.hello(node_id="gpu-7")
         welcome = node.read().welcome
-        assert welcome.protocol_version == node_pb2.PROTOCOL_VERSION_1
+        assert welcome.protocol_version == node_pb2.PROTOCOL_VERSION_2
         assert welcome.session_id and welcome.heartbeat_interval_ms == 200
         wait_until(lambda: node_rows(api).get("gpu-7") == "connected")
     finally:
@@ -167,13 +166,18 @@ def test_bad_token_is_rejected(api: RunningApi, node_token: str, token: str) -> 
     assert "n1" not in node_rows(api)
 
 
-def test_incompatible_protocol_version_is_rejected(api: RunningApi, node_token: str) -> None:
+@pytest.mark.parametrize("version", [node_pb2.PROTOCOL_VERSION_1, 99], ids=["older node", "unknown"])
+def test_incompatible_protocol_version_is_rejected(api: RunningApi, node_token: str, version: int) -> None:
+    """A node of the release whose results were Serval's client messages (version 1) is told
+    which version to speak and to upgrade, and is never sent work it would misread."""
     node = ScriptedNode(api.grpc_target, node_token)
     try:
-        node.hello(version=99)
+        node.hello(version=version)
         rejection = node.read().rejection
         assert rejection.reason == node_pb2.REJECTION_REASON_INCOMPATIBLE_PROTOCOL
-        assert list(rejection.supported_protocol_versions) == [node_pb2.PROTOCOL_VERSION_1]
+        assert list(rejection.supported_protocol_versions) == [node_pb2.PROTOCOL_VERSION_2]
+        assert f"protocol version {version} is not supported" in rejection.message
+        assert "run the inference node of this API service's release" in rejection.message
         with pytest.raises(grpc.RpcError) as err:
             node.read()
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -242,7 +246,7 @@ def test_work_never_exceeds_advertised_slots(api: RunningApi, node_token: str) -
             time.sleep(0.2)
             assert node.inbox.empty(), "the API service sent work beyond the node's free slots"
             item = outstanding.pop(0)
-            result = engine_pb2.TranslationResult(translation=item.translate.segment.upper())
+            result = node_pb2.TranslationResult(translation=item.translate.segment.upper())
             node.send(
                 result=node_pb2.WorkResult(
                     request_id=item.request_id, translate=node_pb2.TranslateOutput(results=[result])
@@ -294,7 +298,7 @@ def test_work_a_draining_node_refuses_goes_to_another_node(api: RunningApi, node
             second = nodes[1 - nodes.index(first)]
             retried = second.read().work
             assert retried.request_id == item.request_id
-            done = engine_pb2.TranslationResult(translation="from the other node")
+            done = node_pb2.TranslationResult(translation="from the other node")
             second.send(
                 result=node_pb2.WorkResult(
                     request_id=retried.request_id, translate=node_pb2.TranslateOutput(results=[done])
@@ -354,7 +358,7 @@ class HonestNode(ScriptedNode):
 
     def answer(self, count: int) -> None:
         for item in self.running[:count]:
-            done = engine_pb2.TranslationResult(translation=item.translate.segment.upper())
+            done = node_pb2.TranslationResult(translation=item.translate.segment.upper())
             self.send(
                 result=node_pb2.WorkResult(
                     request_id=item.request_id, translate=node_pb2.TranslateOutput(results=[done])

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 import grpc
+import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -36,8 +37,9 @@ pytestmark = pytest.mark.skipif(
 
 T = TypeVar("T")
 
-PARKED_MAX_S = 8.0  # below the test clients' 10 s HTTP timeout
-WOKE_WITHIN_S = 4.0
+# Far apart, so that a loaded machine's slow wake-up is never taken for a timeout, nor the reverse.
+PARKED_MAX_S = 40.0
+WOKE_WITHIN_S = 20.0
 SETTLE_S = 0.3  # long enough for a request to reach B and park there
 
 
@@ -45,6 +47,7 @@ class Replicas:
     def __init__(self, a: RunningApi, b: RunningApi) -> None:
         self.a, self.b = a, b
         self.client_a, self.client_b = a.client(), b.client()
+        self.client_b.timeout = httpx.Timeout(PARKED_MAX_S + 10)  # B's polls park up to PARKED_MAX_S
         self.job = job_stub(a)
 
     def report(self, method: str, request: Any) -> None:
@@ -88,7 +91,7 @@ def parked(pool: ThreadPoolExecutor, call: Callable[[], T]) -> Future[T]:
 
 
 def woken(future: Future[T], since: float) -> T:
-    result = future.result(timeout=PARKED_MAX_S + 2)
+    result = future.result(timeout=PARKED_MAX_S + 12)
     elapsed = time.monotonic() - since
     assert elapsed < WOKE_WITHIN_S, f"woke after {elapsed:.1f} s: by its timeout, not a notification"
     return result

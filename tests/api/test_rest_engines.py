@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.conftest import MAX_SEGMENT_CHARS, RunningApi, create_engine
+from tests.api.conftest import MAX_SEGMENT_CHARS, RunningApi, create_engine, wait_for_build
 
 
 def test_create_engine_answers_201_with_the_contract_shape(api: RunningApi, client: httpx.Client) -> None:
@@ -112,7 +112,8 @@ def test_echo_engine_translates_after_its_build(client: httpx.Client) -> None:
     base = f"/translation/engines/{engine['id']}"
     build = client.post(f"{base}/builds", json={})
     assert build.status_code == 201
-    assert build.json()["state"] == "Completed"
+    assert (build.json()["state"], build.json()["revision"]) == ("Pending", 1)
+    assert wait_for_build(client, build.json())["state"] == "Completed"
     assert client.get(base).json()["modelRevision"] == 1
 
     result = client.post(f"{base}/translate", json="Hello, world!")

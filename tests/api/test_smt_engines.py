@@ -14,7 +14,7 @@ import grpc
 import httpx
 import pytest
 
-from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2, platform_pb2_grpc
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import store_from_settings
 from tests.api.conftest import RunningApi, create_engine
@@ -151,3 +151,42 @@ def test_grpc_train_segment_pair_reaches_the_nodes(api: RunningApi, node_token: 
         assert item.HasField("translate"), "not answered from the stored pair"
         node.translated(item, "Yesu alilia.")
         assert [r.translation for r in translate.result(timeout=20).results] == ["Yesu alilia."]
+
+
+def test_corpus_size_counts_the_training_pairs_and_the_segments_trained_since(api: RunningApi) -> None:
+    """As Serval's smt-transfer: every trained segment adds one, and a completed build's size is
+    the pairs its job trained on plus the segments trained while it ran (its revision learns them
+    by replay, as Machine's SmtTransferPostprocessBuildJob does)."""
+    with api.client() as client:
+        engine_id = built_engine(api, client)
+        path = f"/translation/engines/{engine_id}"
+
+        def corpus_size() -> int:
+            size: int = client.get(path).json()["corpusSize"]
+            return size
+
+        def train(source: str) -> None:
+            body = {"sourceSegment": source, "targetSegment": f"{source} (sw)", "sentenceStart": True}
+            response = client.post(f"{path}/train-segment", json=body)
+            assert response.status_code == 200, response.text
+
+        assert corpus_size() == 0
+        train("In the beginning.")
+        train("Jesus wept.")
+        assert corpus_size() == 2, "one per trained segment"
+
+        started = client.post(f"{path}/builds", json={})
+        assert started.status_code == 201, started.text
+        spec = api.launcher.specs[-1]
+        job = platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
+        auth = (("authorization", f"Bearer {spec.job_token}"),)
+        job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=spec.build_id), metadata=auth)
+        train("Blessed are the peacemakers.")  # after the build's export: not among its pairs
+        assert corpus_size() == 3
+        completed = platform_pb2.BuildCompletedRequest(
+            build_id=spec.build_id, corpus_size=10, confidence=40.0
+        )
+        job.BuildCompleted(completed, metadata=auth)
+        assert corpus_size() == 10 + 1, "the job's 10 pairs and the segment trained while it ran"
+        train("Jesus wept.")
+        assert corpus_size() == 12, "a segment trained again counts again, as in Serval"

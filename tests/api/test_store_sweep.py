@@ -1,6 +1,7 @@
 """The store sweep through a real API service and local store: revision and build folders that no
-build owns any more go; what a Completed, Pending or Active build owns, base models and data files
-stay."""
+build owns any more go, and so do the old store copies of data files that are gone or whose
+contents are in the database; what a Completed, Pending or Active build owns, base models and the
+contents of files uploaded before contents moved to the database stay."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import httpx
 import pytest
 
 from serval_api.auth import ALL_SCOPES
-from serval_api.service.files import model_store
 from serval_api.service.store_sweep import sweep_store
 from serval_common.store import ModelStore
 from tests.api.conftest import RunningApi, create_engine
+from tests.api.file_rows import as_uploaded_before
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def owner(api: RunningApi) -> Iterator[httpx.Client]:
 
 def store_of(api: RunningApi) -> ModelStore:
     assert api.service.services is not None
-    return model_store(api.service.services.settings)
+    return api.service.services.store
 
 
 def folders(store: ModelStore) -> set[str]:
@@ -41,18 +42,25 @@ def test_the_sweep_removes_only_what_no_build_owns(api: RunningApi, owner: httpx
     assert running["state"] == "Pending"
     given = api.launcher.specs[-1].revision
     store = store_of(api)
+    old, new = (
+        owner.post("/files", data={"format": "Text"}, files={"file": ("f", b"A line.\n")}).json()["id"]
+        for _ in range(2)
+    )
+    as_uploaded_before(api, old, b"A line.\n")
 
     kept = {
         f"models/{engine['id']}/{given}",
         f"builds/{running['id']}",
         "base-models/tiny-nllb",
-        "files/f1",
+        f"files/{old}",
     }
     orphans = {
         f"models/{engine['id']}/{given + 40}",
         f"models/{engine['id']}/{api.launcher.specs[0].revision}",
         "models/a-deleted-engine/1",
         "builds/a-deleted-build",
+        "files/a-deleted-file",
+        f"files/{new}",
     }
     for folder in kept | orphans:
         store.write_bytes(f"{folder}/model.bin", b"weights")
@@ -65,3 +73,5 @@ def test_the_sweep_removes_only_what_no_build_owns(api: RunningApi, owner: httpx
     assert folders(store) == before - orphans
     assert kept <= folders(store) and f"builds/{canceled['id']}" in folders(store)
     assert api.run(sweep_store(services)) == 0, "a second sweep finds nothing"
+    assert owner.get(f"/files/{old}/contents").content == b"A line.\n"
+    assert owner.get(f"/files/{new}/contents").content == b"A line.\n"

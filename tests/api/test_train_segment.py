@@ -11,10 +11,9 @@ import pytest
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2, platform_pb2_grpc
 from serval_api.auth import READ_ENGINES
-from serval_api.service.files import model_store
 from serval_api.service.train_segments import normalize
 from serval_common.settings import ApiSettings, Settings
-from tests.api.conftest import MAX_SEGMENT_CHARS, RunningApi, create_engine
+from tests.api.conftest import MAX_SEGMENT_CHARS, RunningApi, create_engine, wait_for_build
 
 SOURCE = "In the beginning was the Word."
 TARGET = "Hapo mwanzo kulikuwako Neno."
@@ -32,6 +31,8 @@ def built_engine(api: RunningApi, client: httpx.Client, engine_type: str = "nmt"
             platform_pb2.BuildCompletedRequest(build_id=build.json()["id"], corpus_size=0, confidence=0),
             metadata=auth,
         )
+    else:
+        assert wait_for_build(client, build.json())["state"] == "Completed"
     assert client.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 1
     return engine_id
 
@@ -191,7 +192,7 @@ def test_next_build_exports_the_pairs(api: RunningApi, client: httpx.Client) -> 
     assert build["executionData"]["trainSegmentCount"] == 2
     assert api.launcher.specs[-1].train is True
     assert api.service.services is not None
-    store = model_store(api.service.services.settings)
+    store = api.service.services.store
     prefix = f"builds/{build['id']}"
     assert store.read_bytes(f"{prefix}/train.src.txt").decode() == f"First line.\n{SOURCE}\n"
     assert store.read_bytes(f"{prefix}/train.trg.txt").decode() == f"Mstari wa kwanza.\n{TARGET}\n"

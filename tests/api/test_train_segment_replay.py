@@ -1,7 +1,9 @@
 """Train-segment for an engine family that learns segments (`smt-transfer`), with the test playing
-the inference nodes over real gRPC: the pair is stored with an increasing number (`seq`), every
-node holding the engine learns it before the request returns, and `GetTrainSegments` hands a node
-loading a revision exactly the pairs trained after that revision's build."""
+the inference nodes over real gRPC: the pair is stored with an increasing number (`seq`) and the
+number before it, every node of the replica holding the engine READY learns it before the request
+returns, a node that did not (failed, away, loading) is told to catch up from the database rather
+than unloaded, and `GetTrainSegments` hands a node loading a revision exactly the pairs trained
+after that revision's build."""
 
 from __future__ import annotations
 
@@ -114,53 +116,130 @@ def test_every_node_holding_the_engine_learns_the_pair_before_the_request_return
         assert nmt_only.no_work(), "nor does a node not serving the engine's family"
 
 
-def test_a_node_that_fails_to_learn_unloads_the_revision(api: RunningApi, node_token: str) -> None:
+def test_a_node_that_fails_to_learn_keeps_its_model_and_is_told_to_catch_up(
+    api: RunningApi, node_token: str
+) -> None:
+    """Nothing is unloaded by the API service: the node that did not learn the pair is told to fetch
+    what it lacks (its model stays served; a node whose model cannot learn unloads it itself)."""
     with (
         api.client() as client,
         nodes(api, node_token, good=[SMT], bad=[SMT]) as [good, bad],
         ThreadPoolExecutor(1) as pool,
     ):
         engine_id = built_engine(api, client)
-        good.ready(engine_id)
-        bad.ready(engine_id)
+        good.ready(engine_id, trained_through=0)
+        bad.ready(engine_id, trained_through=0)
         answer = in_background(
             pool,
             client,
             f"/translation/engines/{engine_id}/train-segment",
             {"sourceSegment": SOURCE, "targetSegment": TARGET, "sentenceStart": True},
         )
-        good.learned(good.work())
+        pushed = good.work()
+        assert pushed.train_segment.previous_seq == 0, "the engine's first pair"
+        good.result(
+            pushed,
+            train_segment=node_pb2.TrainSegmentOutput(
+                seq=pushed.train_segment.seq, trained_through=pushed.train_segment.seq
+            ),
+        )
         bad.failed(bad.work(), node_pb2.WORK_ERROR_CODE_INTERNAL, "decoder broke")
         assert answer.result(timeout=20).status_code == 200, "the pair is stored whatever a node answers"
-        unload = bad.read().unload_model.model
-        assert unload.location == f"models/{engine_id}/1"
-        assert good.no_work() and not any(m.HasField("unload_model") for m in good.others)
+        catch_up = bad.next_other("catch_up").catch_up
+        assert (catch_up.model.location, catch_up.through) == (
+            f"models/{engine_id}/1",
+            pushed.train_segment.seq,
+        )
+        assert not any(m.HasField("unload_model") for m in bad.others + good.others)
+        good.ready(engine_id, trained_through=pushed.train_segment.seq)
+        assert good.no_work() and not any(m.HasField("catch_up") for m in good.others)
 
 
-def test_a_node_gone_before_it_learned_unloads_the_revision_when_it_reconnects(
-    api: RunningApi, node_token: str
-) -> None:
+def test_a_node_back_after_missing_a_pair_is_told_to_catch_up(api: RunningApi, node_token: str) -> None:
+    """The record of what a node lacks is in the database, not in a replica's memory: a node that
+    went away before it learned a pair, or that was away when it was trained, reports what its
+    model has learned when it reconnects and is told to fetch the rest."""
     with api.client() as client, ThreadPoolExecutor(1) as pool:
         engine_id = built_engine(api, client)
         with nodes(api, node_token, flaky=[SMT]) as [node]:
-            node.ready(engine_id)
+            node.ready(engine_id, trained_through=0)
             answer = in_background(
                 pool,
                 client,
                 f"/translation/engines/{engine_id}/train-segment",
                 {"sourceSegment": SOURCE, "targetSegment": TARGET, "sentenceStart": True},
             )
-            assert node.work().train_segment.target_segment == TARGET
+            first = node.work().train_segment
+            assert first.target_segment == TARGET
         assert answer.result(timeout=20).status_code == 200, "stored, though the node went away"
+        assert train(client, engine_id, "While away.", "Akiwa mbali.").status_code == 200
 
         model = node_pb2.ModelRef(engine_id=engine_id, revision=1, location=f"models/{engine_id}/1")
-        held = node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY)
+        held = node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY, trained_through=0)
         back = FamilyNode(api, node_token, "flaky", [SMT], models=(held,))
         try:
-            assert back.read().unload_model.model.location == model.location
+            catch_up = back.next_other("catch_up").catch_up
+            assert catch_up.model.location == model.location
+            assert catch_up.through > first.seq, "up to the pair trained while it was away"
+            assert [s for _, _, s in replay(api, node_token, model.location)][-1] == catch_up.through
+            assert not any(m.HasField("unload_model") for m in back.others)
         finally:
             back.close()
             wait_until(lambda: node_rows(api).get("flaky") == "gone")
+
+
+def test_pairs_go_only_to_ready_models_and_never_start_or_stop_a_load(
+    api: RunningApi, node_token: str
+) -> None:
+    """A model loading replays the pair when its load completes (then catches up on what it missed
+    meanwhile); a failed one is neither sent the pair nor asked to load again."""
+    with (
+        api.client() as client,
+        nodes(api, node_token, loading=[SMT], failed=[SMT], ahead=[SMT]) as [loading, failed, ahead],
+    ):
+        engine_id = built_engine(api, client)
+        loading.ready(engine_id, state=node_pb2.MODEL_STATE_LOADING)
+        failed.ready(engine_id, state=node_pb2.MODEL_STATE_FAILED)
+        ahead.ready(engine_id, trained_through=10**12)
+        wait_until(lambda: len(api_sessions_holding(api, engine_id)) == 3)
+        assert train(client, engine_id, SOURCE, TARGET).status_code == 200
+        for node in (loading, failed, ahead):
+            assert node.no_work()
+            assert not any(m.HasField("load_model") or m.HasField("unload_model") for m in node.others)
+        [(_, _, seq)] = replay(api, node_token, f"models/{engine_id}/1")
+        loading.ready(engine_id, trained_through=0)  # its replay read the database before the pair
+        assert loading.next_other("catch_up").catch_up.through == seq
+
+
+def api_sessions_holding(api: RunningApi, engine_id: str) -> list[str]:
+    assert api.service.services is not None
+    return [
+        s.node_id
+        for s in api.service.services.dispatcher.registry.sessions()
+        if any(k.engine_id == engine_id for k in s.held())
+    ]
+
+
+def test_a_pushed_pair_carries_the_number_before_it(api: RunningApi, node_token: str) -> None:
+    with (
+        api.client() as client,
+        nodes(api, node_token, learner=[SMT]) as [node],
+        ThreadPoolExecutor(1) as pool,
+    ):
+        engine_id = built_engine(api, client)
+        assert train(client, engine_id, "Before any node.", "Kabla ya nodi.").status_code == 200
+        [(_, _, before)] = replay(api, node_token, f"models/{engine_id}/1")
+        node.ready(engine_id, trained_through=before)
+        answer = in_background(
+            pool,
+            client,
+            f"/translation/engines/{engine_id}/train-segment",
+            {"sourceSegment": SOURCE, "targetSegment": TARGET, "sentenceStart": True},
+        )
+        work = node.work()
+        assert work.train_segment.previous_seq == before and work.train_segment.seq > before
+        node.learned(work)
+        assert answer.result(timeout=20).status_code == 200
 
 
 def test_pairs_are_stored_without_nodes_and_replayed_after_the_revision_s_build(

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.api.test_platform_api import as_job, job_stub
 
 
@@ -53,7 +53,7 @@ def test_watch_a_build_from_pending_to_completed(api: RunningApi, client: httpx.
 
 def test_watch_from_a_revision_and_unknown_builds(api: RunningApi, client: httpx.Client) -> None:
     engine = create_engine(client, "echo")
-    build = client.post(f"/translation/engines/{engine['id']}/builds", json={}).json()
+    build = wait_for_build(client, client.post(f"/translation/engines/{engine['id']}/builds", json={}).json())
     key = (("x-api-key", api.api_key()),)
     updates = list(
         engine_stub(api).WatchBuild(
@@ -63,7 +63,9 @@ def test_watch_from_a_revision_and_unknown_builds(api: RunningApi, client: httpx
         )
     )
     assert [(u.state, u.engine_model_revision) for u in updates] == [("Completed", 1)]
-    later = engine_pb2.WatchBuildRequest(engine_id=engine["id"], build_id=build["id"], min_revision=2)
+    later = engine_pb2.WatchBuildRequest(
+        engine_id=engine["id"], build_id=build["id"], min_revision=build["revision"] + 1
+    )
     assert list(engine_stub(api).WatchBuild(later, metadata=key, timeout=5)) == []
     for request in (
         engine_pb2.WatchBuildRequest(engine_id=engine["id"]),

@@ -22,7 +22,7 @@ from serval_api.db.models import Webhook, WebhookDelivery, utcnow
 from serval_api.webhooks.addresses import AddressPolicy
 from serval_api.webhooks.delivery import retry_delay_s, signature
 from serval_common.settings import ApiSettings, Settings, WebhookSettings
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.api.test_metrics import sample
 from tests.api.test_platform_api import as_job, job_stub
 from tests.api.webhook_receiver import Receiver, wait_until
@@ -37,7 +37,9 @@ def hook_settings(home: Path, database_url: str, name: str = "replica-a", **webh
         "allowed_networks": ["127.0.0.0/8"],
         "retry_base_s": 0.05,
         "poll_interval_s": 0.1,
-        "timeout_s": 2.0,
+        # A bound against a hung receiver, not a speed: on a loaded CI machine a loopback answer can
+        # take seconds, and a timed-out first attempt would be a second one.
+        "timeout_s": 30.0,
         **webhooks,
     }
     return Settings(
@@ -82,7 +84,7 @@ def echo_build(client: httpx.Client, engine_id: str | None = None) -> tuple[str,
     engine_id = engine_id or create_engine(client, "echo")["id"]
     response = client.post(f"/translation/engines/{engine_id}/builds", json={})
     assert response.status_code == 201, response.text
-    assert response.json()["state"] == "Completed"
+    assert wait_for_build(client, response.json())["state"] == "Completed"
     return engine_id, response.json()["id"]
 
 
@@ -244,7 +246,8 @@ def test_echo_build_delivers_started_then_finished_signed(hooked: RunningApi, re
     assert datetime.fromisoformat(date_finished).utcoffset() == timedelta(0)
     assert started.signature == signature(SECRET, started.body)
     rows = deliveries(hooked)
-    assert {(r.state, r.attempts, r.last_status) for r in rows} == {("Delivered", 1, 200)}
+    outcomes = {(r.state, r.attempts, r.last_status) for r in rows}
+    assert outcomes == {("Delivered", 1, 200)}, [r.last_error for r in rows]
     assert len(rows) == 3, "two for the first hook, one for the Finished-only hook, none for owner-b's"
 
 
@@ -401,8 +404,8 @@ def test_backlog_survives_a_restart_delivered_once_each(tmp_path: Path, database
     second = RunningApi(settings)
     receiver.start()
     try:
-        received = receiver.wait_for(2 * builds, timeout_s=15)
-        wait_until(lambda: all(r.state == "Delivered" for r in deliveries(second)), 5, "outcomes recorded")
+        received = receiver.wait_for(2 * builds, timeout_s=45)
+        wait_until(lambda: all(r.state == "Delivered" for r in deliveries(second)), 15, "outcomes recorded")
         time.sleep(0.5)
         received = receiver.received
     finally:

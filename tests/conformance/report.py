@@ -1,5 +1,6 @@
 """Calling the service as the generated client does, one operation of `serval_client` at a time,
-and recording what each call answered against what the client accepts."""
+and recording what each call answered against what the client of each release accepts: a call of
+an operation both releases have is checked twice, against each release's statuses and shapes."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from tests.conformance.serval_client import (
     BASE_PATH,
     ENGINE_EXPECTATIONS,
     ENGINE_TYPES,
-    OPERATIONS,
-    OPERATIONS_BY_KEY,
+    NEWER,
+    OLDER,
+    OPERATIONS_BY_KEY_OF,
+    OPERATIONS_OF,
+    RELEASES,
+    Operation,
     expected_statuses,
 )
 from tests.conformance.shapes import check
@@ -28,6 +33,7 @@ BodyCheck = Callable[[Any], list[str]]
 
 @dataclass
 class Call:
+    release: str
     operation: str
     engine_type: str
     status: int
@@ -35,26 +41,46 @@ class Call:
     body_checked: bool
 
 
+TITLES = {
+    NEWER: "Serval.Client 1.20 (Serval main e4c5c1ea)",
+    OLDER: "The client of Serval's last gRPC release (spring 2026)",
+}
+
+
 @dataclass
 class Report:
     calls: list[Call] = field(default_factory=list)
 
-    def of(self, engine_type: str) -> list[Call]:
-        return [c for c in self.calls if c.engine_type == engine_type]
+    def of(self, engine_type: str, release: str | None = None) -> list[Call]:
+        return [
+            c
+            for c in self.calls
+            if c.engine_type == engine_type and (release is None or c.release == release)
+        ]
 
-    def failures(self, engine_type: str) -> list[str]:
-        return [f"{c.operation} → {c.status}: {p}" for c in self.of(engine_type) for p in c.problems]
+    def failures(self, engine_type: str, release: str | None = None) -> list[str]:
+        return [
+            f"[{c.release}] {c.operation} → {c.status}: {p}"
+            for c in self.of(engine_type, release)
+            for p in c.problems
+        ]
 
     def markdown(self) -> str:
-        lines = [
-            "| operation | " + " | ".join(f"{t} status | {t} body ok" for t in ENGINE_TYPES) + " |",
-            "|---|" + "---|---|" * len(ENGINE_TYPES),
-        ]
-        for op in OPERATIONS:
-            cells = [op.key]
-            for engine_type in ENGINE_TYPES:
-                cells.extend(self._cells(op.key, engine_type))
-            lines.append("| " + " | ".join(cells) + " |")
+        lines: list[str] = []
+        for release in RELEASES:
+            operations = OPERATIONS_OF[release]
+            lines += [
+                f"## {TITLES[release]}: {len(operations)} operations",
+                "",
+                "| operation | " + " | ".join(f"{t} status | {t} body ok" for t in ENGINE_TYPES) + " |",
+                "|---|" + "---|---|" * len(ENGINE_TYPES),
+            ]
+            for op in operations:
+                cells = [op.key]
+                for engine_type in ENGINE_TYPES:
+                    cells.extend(self._cells(release, op, engine_type))
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
         notes = [
             f"- {engine_type} {key}: {expectation.reason}"
             for (engine_type, key), expectation in ENGINE_EXPECTATIONS.items()
@@ -67,7 +93,6 @@ class Report:
         return "\n".join(
             [
                 *lines,
-                "",
                 "Status: ✓ one the client accepts (or the engine type's expected answer, marked *), "
                 "✗ anything else. Body ok: every required property present, non-null and of its "
                 "type; — where the operation has no body to check or the status was wrong.",
@@ -81,11 +106,10 @@ class Report:
             ]
         )
 
-    def _cells(self, key: str, engine_type: str) -> list[str]:
-        calls = [c for c in self.of(engine_type) if c.operation == key]
+    def _cells(self, release: str, op: Operation, engine_type: str) -> list[str]:
+        calls = [c for c in self.of(engine_type, release) if c.operation == op.key]
         if not calls:
             return ["not called", "—"]
-        op = OPERATIONS_BY_KEY[key]
         expected = expected_statuses(engine_type, op)
         statuses = []
         for status in dict.fromkeys(c.status for c in calls):
@@ -102,7 +126,8 @@ class Report:
 
 
 class Walker:
-    """One engine type's walk: every call goes through `call`, which records it in the report."""
+    """One engine type's walk: every call goes through `call`, which records it in the report once
+    for each client release that has the operation."""
 
     def __init__(self, client: httpx.Client, engine_type: str, report: Report) -> None:
         self.client = client
@@ -121,12 +146,16 @@ class Walker:
         data: dict[str, str] | None = None,
         extra_check: BodyCheck | None = None,
         timeout_s: float = 30,
+        client: httpx.Client | None = None,
     ) -> httpx.Response:
         """Send operation `key` as the client does and record the outcome. `path_params` fill
         the client's `{name}`s; `send_json` sends `json_body` even when it is a bare string.
         `extra_check` adds problems a shape check cannot see (a filter the query asked for); it
-        gets the JSON body, or the response where the operation's answer is no JSON shape."""
-        op = OPERATIONS_BY_KEY[key]
+        gets the JSON body, or the response where the operation's answer is no JSON shape.
+        `client`: who calls, where not the walk's own client (an administrator, for `ApiKeys`)."""
+        ops = {r: OPERATIONS_BY_KEY_OF[r][key] for r in RELEASES if key in OPERATIONS_BY_KEY_OF[r]}
+        assert ops, f"{key}: no client release has this operation"
+        op = next(iter(ops.values()))  # the same verb, path and query in every release that has it
         params = path_params or {}
         names = set(re.findall(r"{(\w+)}", op.path))
         assert names == set(params), f"{key}: path parameters {sorted(names)}, given {sorted(params)}"
@@ -136,24 +165,27 @@ class Walker:
         if send_json or json_body is not None:
             kwargs["content"] = json.dumps(json_body).encode()
             kwargs["headers"] = {"Content-Type": "application/json"}
-        response = self.client.request(op.verb, url, **kwargs)
-        problems: list[str] = []
-        body_checked = False
-        expected = expected_statuses(self.engine_type, op)
-        if response.status_code not in expected:
-            problems.append(
-                f"status {response.status_code}, the client accepts {'/'.join(map(str, expected))}: "
-                f"{response.text[:300]}"
+        response = (client or self.client).request(op.verb, url, **kwargs)
+        for release, release_op in ops.items():
+            problems: list[str] = []
+            body_checked = False
+            expected = expected_statuses(self.engine_type, release_op)
+            if response.status_code not in expected:
+                problems.append(
+                    f"status {response.status_code}, the client accepts {'/'.join(map(str, expected))}: "
+                    f"{response.text[:300]}"
+                )
+            elif response.status_code in release_op.success:
+                body_checked = release_op.response is not None or extra_check is not None
+                problems.extend(self._body_problems(release, release_op.response, response, extra_check))
+            self.report.calls.append(
+                Call(release, key, self.engine_type, response.status_code, problems, body_checked)
             )
-        elif response.status_code in op.success:
-            body_checked = op.response is not None or extra_check is not None
-            problems.extend(self._body_problems(op.response, response, extra_check))
-        self.report.calls.append(Call(key, self.engine_type, response.status_code, problems, body_checked))
         return response
 
     @staticmethod
     def _body_problems(
-        response_type: str | None, response: httpx.Response, extra: BodyCheck | None
+        release: str, response_type: str | None, response: httpx.Response, extra: BodyCheck | None
     ) -> list[str]:
         if response_type in (None, "FileResponse"):
             return extra(response) if extra else []
@@ -161,7 +193,7 @@ class Walker:
             body = response.json()
         except ValueError:
             return [f"$: not JSON: {response.text[:200]!r}"]
-        problems = check(body, response_type)
+        problems = check(body, response_type, release=release)
         if response_type.endswith("[]") and body == []:
             problems.append(
                 "$: an empty list where the scenario made items: nothing the client reads was checked"
@@ -170,8 +202,9 @@ class Walker:
             problems.extend(extra(body))
         return problems
 
-    def called(self) -> set[str]:
-        return {c.operation for c in self.report.of(self.engine_type)}
+    def called(self, release: str | None = None) -> set[str]:
+        """The operations called, of `release`'s client (None: of either)."""
+        return {c.operation for c in self.report.of(self.engine_type, release)}
 
     def id_of(self, response: httpx.Response, placeholder: str) -> str:
         """The created resource's id, or a placeholder when the create failed, so the walk goes on

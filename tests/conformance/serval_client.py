@@ -1,10 +1,14 @@
-"""What SIL's generated `Serval.Client` expects of a server, as data: its 70 operations (53
-translation and shared ones, 17 `WordAlignment*` ones), the shapes it deserializes and the enums.
+"""What SIL's generated `Serval.Client` expects of a server, as data, for the two releases a
+server must satisfy: the client of Serval's last gRPC release (`OLDER`: 70 operations, 53
+translation and shared ones, 17 `WordAlignment*` ones) and `Serval.Client` 1.20 (`NEWER`: 71, the
+older ones without the four `Webhooks` operations, with the four `ApiKeys` operations and
+`GetAllPretranslationConfidences`); the shapes each deserializes and the enums.
 
 Transcribed by hand from docs/serval-client.md of the shared workspace (read from
-`src/Serval/src/Serval.Client/Client.g.cs` at Serval's last gRPC release). Shapes keep that
-document's notation, one line per shape, so each line can be compared with it by eye:
-`**name**` is `Required.Always` (present and non-null), a trailing `?` marks a nullable type.
+`src/Serval/src/Serval.Client/Client.g.cs` at Serval's last gRPC release and at Serval main
+e4c5c1ea, its section "1.20"). Shapes keep that document's notation, one line per shape, so each
+line can be compared with it by eye: `**name**` is `Required.Always` (present and non-null), a
+trailing `?` marks a nullable type.
 """
 
 from __future__ import annotations
@@ -461,9 +465,42 @@ OPERATIONS: tuple[Operation, ...] = (
 OPERATIONS_BY_KEY: dict[str, Operation] = {op.key: op for op in OPERATIONS}
 
 WORD_ALIGNMENT_OPERATIONS = frozenset(op.key for op in OPERATIONS if op.client.startswith("WordAlignment"))
-"""The 17 operations a word-alignment (`statistical`) engine's walk calls."""
+"""The 17 operations a word-alignment (`statistical`) engine's walk calls (the same in 1.20)."""
 TRANSLATION_OPERATIONS = frozenset(OPERATIONS_BY_KEY) - WORD_ALIGNMENT_OPERATIONS
 """The 53 operations a translation engine's walk calls."""
+
+OLDER = "gRPC release"
+"""The client of Serval's last gRPC release (spring 2026)."""
+NEWER = "1.20"
+"""`Serval.Client` 1.20 (Serval main e4c5c1ea, 2026-08)."""
+RELEASES = (OLDER, NEWER)
+
+OPERATIONS_1_20: tuple[Operation, ...] = (
+    *(op for op in OPERATIONS if op.client != "Webhooks"),
+    _op("ApiKeys", "Create", "POST", "api-keys", "201 → ApiKeyCreated", "400 503"),
+    _op("ApiKeys", "GetAll", "GET", "api-keys", "200 → ApiKey[]", "503", "clientId"),
+    _op("ApiKeys", "Get", "GET", "api-keys/{id}", "200 → ApiKey", "404 503"),
+    _op("ApiKeys", "Delete", "DELETE", "api-keys/{id}", "200 → —", "404 503"),
+    _op(
+        _E,
+        "GetAllPretranslationConfidences",
+        "GET",
+        "translation/engines/{id}/parallel-corpora/{parallelCorpusId}/confidences",
+        "200 → PretranslationConfidence[]",
+        "401 403 404 409 503",
+    ),
+)
+"""1.20's 71: the older client's less the four `Webhooks` operations (Serval removed webhooks for
+the `next-finished` long poll), plus the five it adds."""
+
+OPERATIONS_OF: dict[str, tuple[Operation, ...]] = {OLDER: OPERATIONS, NEWER: OPERATIONS_1_20}
+OPERATIONS_BY_KEY_OF: dict[str, dict[str, Operation]] = {
+    release: {op.key: op for op in operations} for release, operations in OPERATIONS_OF.items()
+}
+TRANSLATION_OPERATIONS_OF: dict[str, frozenset[str]] = {
+    release: frozenset(by_key) - WORD_ALIGNMENT_OPERATIONS for release, by_key in OPERATIONS_BY_KEY_OF.items()
+}
+"""Per release, the operations a translation engine's walk calls (53 of the older client, 54 of 1.20)."""
 
 
 @dataclass(frozen=True)
@@ -483,14 +520,14 @@ ENGINE_EXPECTATIONS: dict[tuple[str, str], Expectation] = {
         "which Serval maps to 405",
     ),
     ("echo", f"{_E}.GetCurrentBuild"): Expectation(
-        (204,),
-        "an echo build completes as it is created (Serval's echo engine finishes it at once), so "
-        "no build is ever current: 204, which the client maps to 'no build running'",
+        (200, 204),
+        "an echo build runs for a moment (Pending → Active → Completed, as Serval's echo build jobs "
+        "do): current while it runs (200), then 204, which the client maps to 'no build running'",
     ),
     ("echo", f"{_E}.CancelBuild"): Expectation(
-        (204,),
-        "an echo build completes as it is created, so there is never one to cancel: 204, which the "
-        "client maps to 'no build running'",
+        (200, 204),
+        "the echo build the walk starts may have ended by the time it is canceled: 200 with the "
+        "canceled build while it runs, else 204, which the client maps to 'no build running'",
     ),
 }
 
@@ -558,7 +595,22 @@ SHAPES_TEXT = """
 - `WordGraph`: **sourceTokens**: IList<string>; **initialStateScore**: float; **finalStates**: IList<int>; **arcs**: IList<WordGraphArc>
 - `WordGraphArc`: **prevState**: int; **nextState**: int; **score**: double; **targetTokens**: IList<string>; **confidences**: IList<double>; **sourceSegmentStart**: int; **sourceSegmentEnd**: int; **alignment**: IList<AlignedWordPair>; **sources**: IList<IList<TranslationSource>>
 """
-"""The shapes the 70 operations send and read."""
+"""The shapes the older client's 70 operations send and read."""
+
+SHAPES_1_20_TEXT = """
+- `ApiKey`: **id**: string; **url**: string; **clientId**: string; **name**: string; **scopes**: IList<string>; expiresAt: DateTimeOffset?; **createdAt**: DateTimeOffset; revokedAt: DateTimeOffset?
+- `ApiKeyCreated`: **id**: string; **url**: string; **clientId**: string; **name**: string; **scopes**: IList<string>; expiresAt: DateTimeOffset?; **createdAt**: DateTimeOffset; revokedAt: DateTimeOffset?; **key**: string
+- `ApiKeyConfig`: **clientId**: string; **name**: string; **scopes**: IList<string>; expiresAt: DateTimeOffset?
+- `PretranslationConfidence`: **sourceRefs**: IList<string>; **targetRefs**: IList<string>; **confidence**: double
+- `Diagnostic`: **code**: string; **category**: string; **message**: string; **severity**: DiagnosticSeverity; **data**: IDictionary<string, object>
+- `ExecutionData`: **trainCount**: int; **pretranslateCount**: int; **warnings**: IList<string>; engineSourceLanguageTag: string?; engineTargetLanguageTag: string?; resolvedSourceLanguage: string?; resolvedTargetLanguage: string?; isTrainFilteredByChapter: bool?; isPretranslateFilteredByChapter: bool?; trainVerseCount: IDictionary<string, IDictionary<string, int>>?; pretranslateVerseCount: IDictionary<string, IDictionary<string, int>>?; diagnostics: IList<Diagnostic>?; diagnosticsTruncated: bool?; averagePretranslationConfidence: double?
+- `WordAlignmentExecutionData`: **trainCount**: int; **wordAlignCount**: int; **warnings**: IList<string>; engineSourceLanguageTag: string?; engineTargetLanguageTag: string?; isTrainFilteredByChapter: bool?; isWordAlignFilteredByChapter: bool?; trainVerseCount: IDictionary<string, IDictionary<string, int>>?; wordAlignVerseCount: IDictionary<string, IDictionary<string, int>>?; diagnostics: IList<Diagnostic>?; diagnosticsTruncated: bool?
+- `TranslationBuildConfig`: name: string?; trainOn: IList<TrainingCorpusConfig>?; pretranslate: IList<PretranslateCorpusConfig>?; options: object?; model: string?
+- `WordAlignmentEngineConfig`: name: string?; **sourceLanguage**: string; **targetLanguage**: string; **type**: string; isModelPersisted: bool?
+"""
+"""1.20's new and changed shapes; the rest are the older client's (less `Webhook` and
+`WebhookConfig`, whose operations 1.20 dropped)."""
+DROPPED_IN_1_20 = ("Webhook", "WebhookConfig")
 
 ENUMS: dict[str, tuple[str, ...]] = {
     "FileFormat": ("Text", "Paratext"),
@@ -582,8 +634,15 @@ ENUMS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+ENUMS_1_20: dict[str, tuple[str, ...]] = {
+    **{name: values for name, values in ENUMS.items() if name != "WebhookEvent"},
+    "DiagnosticSeverity": ("Info", "Warn", "Error"),
+}
+"""1.20 adds `DiagnosticSeverity`; `WebhookEvent` is gone."""
+ENUMS_OF: dict[str, dict[str, tuple[str, ...]]] = {OLDER: ENUMS, NEWER: ENUMS_1_20}
+
 SCALARS = frozenset({"string", "int", "double", "float", "bool", "DateTimeOffset", "object"})
-VALUE_TYPES = frozenset({"int", "double", "float", "bool", "DateTimeOffset"} | set(ENUMS))
+VALUE_TYPES = frozenset({"int", "double", "float", "bool", "DateTimeOffset"} | set(ENUMS) | set(ENUMS_1_20))
 """C# value types: never null unless written with `?`, required or not."""
 
 
@@ -609,9 +668,19 @@ _PROPERTY = re.compile(r"^(\*\*)?(\w+)(?:\*\*)?: (.+?)(\?)?$")
 
 
 @cache
-def shapes() -> dict[str, tuple[Property, ...]]:
+def shapes(release: str = OLDER) -> dict[str, tuple[Property, ...]]:
+    """The shapes of `release` by name."""
+    if release == OLDER:
+        return _parse(SHAPES_TEXT)
+    if release != NEWER:
+        raise KeyError(f"no client release {release!r}")
+    older = {name: props for name, props in _parse(SHAPES_TEXT).items() if name not in DROPPED_IN_1_20}
+    return {**older, **_parse(SHAPES_1_20_TEXT)}
+
+
+def _parse(text: str) -> dict[str, tuple[Property, ...]]:
     parsed: dict[str, tuple[Property, ...]] = {}
-    for line in SHAPES_TEXT.strip().splitlines():
+    for line in text.strip().splitlines():
         shape = _SHAPE_LINE.match(line)
         if shape is None:
             raise ValueError(f"not a shape line: {line!r}")

@@ -15,58 +15,61 @@ import re
 from datetime import datetime
 from typing import Any
 
-from tests.conformance.serval_client import ENUMS, SCALARS, Property, shapes
+from tests.conformance.serval_client import ENUMS_OF, OLDER, SCALARS, Property, shapes
 
 _LIST = re.compile(r"^IList<(.+)>$")
 _DICT = re.compile(r"^IDictionary<string, (.+)>$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
 
-def check(body: Any, type_name: str, path: str = "$") -> list[str]:
+def check(body: Any, type_name: str, path: str = "$", release: str = OLDER) -> list[str]:
     """Problems of `body` read as `type_name` (a shape, an enum, a scalar, `IList<T>`,
-    `IDictionary<string, T>`, or `Shape[]` as the operations table writes a list); each one is
-    `path: reason`. An empty list means the client reads it."""
+    `IDictionary<string, T>`, or `Shape[]` as the operations table writes a list) by the client of
+    `release`; each one is `path: reason`. An empty list means the client reads it."""
     if type_name.endswith("[]"):
         type_name = f"IList<{type_name[:-2]}>"
     if body is None:
         return [f"{path}: null where the client expects {type_name}"]
-    return _check_value(body, type_name, path)
+    return _check_value(body, type_name, path, release)
 
 
-def _check_value(value: Any, type_name: str, path: str) -> list[str]:
+def _check_value(value: Any, type_name: str, path: str, release: str) -> list[str]:
+    enums = ENUMS_OF[release]
     if (item := _LIST.match(type_name)) is not None:
         if not isinstance(value, list):
             return [f"{path}: {_json_type(value)} where the client expects a list"]
-        return [p for i, v in enumerate(value) for p in _check_element(v, item.group(1), f"{path}[{i}]")]
+        return [
+            p for i, v in enumerate(value) for p in _check_element(v, item.group(1), f"{path}[{i}]", release)
+        ]
     if (item := _DICT.match(type_name)) is not None:
         if not isinstance(value, dict):
             return [f"{path}: {_json_type(value)} where the client expects an object (dictionary)"]
-        return [p for k, v in value.items() for p in _check_element(v, item.group(1), f"{path}.{k}")]
-    if type_name in ENUMS:
-        if not isinstance(value, str) or value not in ENUMS[type_name]:
-            return [f"{path}: {value!r} is not a {type_name} ({', '.join(ENUMS[type_name])})"]
+        return [p for k, v in value.items() for p in _check_element(v, item.group(1), f"{path}.{k}", release)]
+    if type_name in enums:
+        if not isinstance(value, str) or value not in enums[type_name]:
+            return [f"{path}: {value!r} is not a {type_name} ({', '.join(enums[type_name])})"]
         return []
     if type_name in SCALARS:
         reason = _scalar_problem(value, type_name)
         return [f"{path}: {reason}"] if reason else []
-    properties = shapes().get(type_name)
+    properties = shapes(release).get(type_name)
     if properties is None:
-        raise KeyError(f"no shape, enum or scalar named {type_name!r}")
+        raise KeyError(f"no shape, enum or scalar named {type_name!r} in the {release} client")
     if not isinstance(value, dict):
         return [f"{path}: {_json_type(value)} where the client expects a {type_name} object"]
-    return [p for prop in properties for p in _check_property(value, prop, path)]
+    return [p for prop in properties for p in _check_property(value, prop, path, release)]
 
 
-def _check_element(value: Any, type_name: str, path: str) -> list[str]:
+def _check_element(value: Any, type_name: str, path: str, release: str) -> list[str]:
     """A null element is read as null for reference types and throws for value types."""
     if value is None:
-        if type_name in SCALARS - {"string", "object"} or type_name in ENUMS:
+        if type_name in SCALARS - {"string", "object"} or type_name in ENUMS_OF[release]:
             return [f"{path}: null in a list of {type_name}"]
         return []
-    return _check_value(value, type_name, path)
+    return _check_value(value, type_name, path, release)
 
 
-def _check_property(body: dict[str, Any], prop: Property, path: str) -> list[str]:
+def _check_property(body: dict[str, Any], prop: Property, path: str, release: str) -> list[str]:
     where = f"{path}.{prop.name}"
     if prop.name not in body:
         return [f"{where}: required property missing"] if prop.required else []
@@ -75,7 +78,7 @@ def _check_property(body: dict[str, Any], prop: Property, path: str) -> list[str
         if prop.may_be_null:
             return []
         return [f"{where}: null, but {'required' if prop.required else f'{prop.type} is not nullable'}"]
-    return _check_value(value, prop.type, where)
+    return _check_value(value, prop.type, where, release)
 
 
 def _scalar_problem(value: Any, type_name: str) -> str | None:

@@ -1,8 +1,12 @@
 """Serval's own client against this service: every translation operation of the generated
-`Serval.Client` (tests/conformance/serval_client.py), called in a sensible order as an ordinary
-REST client with an API key, for an `echo` and an `nmt` engine, and every word-alignment operation
-for a `statistical` engine. Each call must answer a status the client accepts, with a body the
-client can deserialize.
+`Serval.Client` (tests/conformance/serval_client.py), of both releases a server must satisfy (the
+client of Serval's last gRPC release and 1.20), called in a sensible order as an ordinary REST
+client with an API key, for an `echo` and an `nmt` engine (and `smt-transfer`), and every
+word-alignment operation for a `statistical` engine. One walk serves both releases: each call is
+checked against each release that has its operation. Each call must answer a status the client
+accepts, with a body the client can deserialize. 1.20's `ApiKeys` operations are an
+administrator's: the walk's administrator makes a key for the walk's owner with them, the key
+works as that owner, and Delete revokes it.
 
 The echo walk needs no inference node, so it runs on both databases. The nmt walk runs a real
 inference node process with the tiny NLLB model; its build is played through the platform gRPC API
@@ -31,7 +35,7 @@ import ctranslate2
 import httpx
 import pytest
 
-from serval_api.auth import ALL_SCOPES
+from serval_api.auth import ADMIN, ALL_SCOPES, GRANTABLE_SCOPES
 from serval_api.builds.local import job_environment
 from serval_api.service.keys import create_node_token
 from serval_cli import processes
@@ -41,10 +45,19 @@ from tests.api.conftest import RunningApi
 from tests.api.test_pretranslations import Job
 from tests.api.test_word_alignment import export as word_align_export
 from tests.conformance.report import BodyCheck, Report, Walker
-from tests.conformance.serval_client import BASE_PATH, TRANSLATION_OPERATIONS, WORD_ALIGNMENT_OPERATIONS
-from tests.helpers import EBIBLE
+from tests.conformance.serval_client import (
+    BASE_PATH,
+    RELEASES,
+    TRANSLATION_OPERATIONS_OF,
+    WORD_ALIGNMENT_OPERATIONS,
+)
+from tests.helpers import EBIBLE, unavailable
 
 SEGMENT = "Blessed are the peacemakers, for they shall be called children of God."
+OWNER = "owner-a"
+"""The walk's client: the owner of its API key."""
+BASE_MODEL = "walk-base"
+"""The base model the nmt and echo walks' first build names as its `model` (1.20)."""
 BOOKS = {"MAT": (1, 3), "MRK": (1072, 2)}
 """Lines of the shared NT corpus (first line, count): MAT 1:1–3 and MRK 1:1–2."""
 E = "TranslationEngines"
@@ -144,6 +157,59 @@ def finished(build: Any) -> list[str]:
     return [] if state in ("Completed", "Faulted", "Canceled") else [f"$.state: {state!r} is not finished"]
 
 
+def lists_key(key_id: str) -> BodyCheck:
+    def problems(keys: Any) -> list[str]:
+        ids = [k.get("id") for k in keys if isinstance(k, dict)] if isinstance(keys, list) else []
+        owners = {k.get("clientId") for k in keys if isinstance(k, dict)} if isinstance(keys, list) else set()
+        found = [] if key_id in ids else [f"$: key {key_id} is not listed"]
+        return found + (
+            [] if owners <= {OWNER} else [f"$: keys of {sorted(owners - {OWNER})} for clientId {OWNER}"]
+        )
+
+    return problems
+
+
+def confidences_of(pretranslations: list[Any]) -> BodyCheck:
+    """One entry per pretranslation of the corpus, in order, each with its confidence (or -1)."""
+
+    def problems(entries: Any) -> list[str]:
+        if not isinstance(entries, list):
+            return []
+        expected = [(p["sourceRefs"], p["targetRefs"], p["confidence"]) for p in pretranslations]
+        found = [
+            (e.get("sourceRefs"), e.get("targetRefs"), e.get("confidence"))
+            for e in entries
+            if isinstance(e, dict)
+        ]
+        if [f[:2] for f in found] != [e[:2] for e in expected]:
+            return [f"$: {len(found)} entries, not the corpus's {len(expected)} pretranslations in order"]
+        wrong = [f for f, e in zip(found, expected, strict=True) if f[2] != (e[2] if e[2] > 0 else -1)]
+        return [f"$: confidences {wrong[:3]} differ from the pretranslations'"] if wrong else []
+
+    return problems
+
+
+def execution_data_1_20(build: Any) -> list[str]:
+    """1.20's execution data of the walk's first build, once completed: the verses of Scripture it
+    pretranslated (MAT of the Paratext corpora), no chapter filter, its diagnostics, its average."""
+    if not isinstance(build, dict) or build.get("state") != "Completed":
+        return []
+    data = build.get("executionData") or {}
+    problems = []
+    if not (data.get("pretranslateVerseCount") or {}).get("MAT"):
+        problems.append(
+            f"$.executionData.pretranslateVerseCount: no MAT verses: {data.get('pretranslateVerseCount')}"
+        )
+    if data.get("isPretranslateFilteredByChapter") is not False:
+        problems.append("$.executionData.isPretranslateFilteredByChapter: not false")
+    if not isinstance(data.get("diagnostics"), list) or data.get("diagnosticsTruncated") is not False:
+        problems.append("$.executionData.diagnostics: missing")
+    average = data.get("averagePretranslationConfidence")
+    if not (isinstance(average, float | int) and 0 < average <= 1):
+        problems.append(f"$.executionData.averagePretranslationConfidence: {average!r}")
+    return problems
+
+
 def usfm_text(response: httpx.Response) -> list[str]:
     return [] if response.text.startswith("\\id MAT") else [f"not USFM of MAT: {response.text[:120]!r}"]
 
@@ -152,13 +218,22 @@ class Scenario:
     """The walk over every operation for one engine type. `complete_build` plays the build job
     where the engine type needs one (nmt); `warm_up` waits until the engine can translate."""
 
-    def __init__(self, api: RunningApi, walker: Walker, engine_type: str, training_pairs: int = 0) -> None:
+    def __init__(
+        self,
+        api: RunningApi,
+        walker: Walker,
+        engine_type: str,
+        training_pairs: int = 0,
+        admin: httpx.Client | None = None,
+    ) -> None:
         """`training_pairs`: verse pairs of a training corpus the first build trains on (an engine
-        type without a base model to start from, such as smt-transfer); 0: it trains on nothing."""
+        type without a base model to start from, such as smt-transfer); 0: it trains on nothing.
+        `admin`: an administrator's client, for 1.20's `ApiKeys` operations."""
         self.api = api
         self.w = walker
         self.engine_type = engine_type
         self.training_pairs = training_pairs
+        self.admin = admin
 
     def run(
         self,
@@ -173,6 +248,18 @@ class Scenario:
         w.call("Status.GetPing")
         w.call("Status.GetHealth")
         w.call("Status.GetDeploymentInfo")
+
+        expires = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+        key_config = {
+            "clientId": OWNER,
+            "name": "conformance",
+            "scopes": sorted(GRANTABLE_SCOPES),
+            "expiresAt": expires,
+        }
+        created_key = w.call("ApiKeys.Create", json_body=key_config, client=self.admin)
+        key_id = w.id_of(created_key, "api-key")
+        w.call("ApiKeys.GetAll", query={"clientId": OWNER}, client=self.admin, extra_check=lists_key(key_id))
+        w.call("ApiKeys.Get", {"id": key_id}, client=self.admin)
 
         hook = w.call(
             "Webhooks.Create",
@@ -231,6 +318,10 @@ class Scenario:
         engine_id = w.id_of(w.call(f"{E}.Create", json_body=engine_config), "engine")
         engine = {"id": engine_id}
         w.call(f"{E}.GetAll")
+        if created_key.is_success:  # the key made over the API acts as the walk's owner
+            with self.as_key(created_key.json()["key"]) as made:
+                seen = made.get(f"{BASE_PATH}/translation/engines/{engine_id}")
+                assert seen.status_code == 200, f"a key made with ApiKeys.Create: {seen.text}"
         w.call(f"{E}.Get", engine)
         w.call(f"{E}.Update", engine, json_body={"sourceLanguage": "en", "targetLanguage": "sw"})
 
@@ -280,11 +371,11 @@ class Scenario:
         train_on: list[dict[str, Any]] = []
         if self.training_pairs:
             train_on.append({"parallelCorpusId": self.training_corpus(engine, files, corpora)})
-        started = w.call(
-            f"{E}.StartBuild",
-            engine,
-            json_body={"name": "first", "trainOn": train_on, "pretranslate": pretranslate},
-        )
+        first: dict[str, Any] = {"name": "first", "trainOn": train_on, "pretranslate": pretranslate}
+        if self.engine_type in ("nmt", "echo"):
+            self.publish_base_model()
+            first["model"] = BASE_MODEL
+        started = w.call(f"{E}.StartBuild", engine, json_body=first)
         build_id = w.id_of(started, "build")
         if complete_build is not None and started.is_success:
             complete_build(started.json())
@@ -294,6 +385,7 @@ class Scenario:
                 f"{E}.GetBuild",
                 {**engine, "buildId": build_id},
                 query={"min-revision": str(build.json()["revision"])},
+                extra_check=execution_data_1_20,
             )
         w.call(f"{E}.GetAllBuilds", engine)
         w.call(
@@ -304,7 +396,7 @@ class Scenario:
         w.call(
             "TranslationBuilds.GetNextFinishedBuild",
             query={"finished-after": client_date(began)},
-            extra_check=finished,
+            extra_check=lambda b: finished(b) + execution_data_1_20(b),
         )
 
         if warm_up is not None:
@@ -331,6 +423,14 @@ class Scenario:
         }
         text = {**engine, "parallelCorpusId": text_pc}
         w.call(f"{E}.GetAllPretranslations", text, query={"text-id": "MAT"}, extra_check=only_text("MAT"))
+        every = self.w.client.get(
+            f"{BASE_PATH}/translation/engines/{engine_id}/parallel-corpora/{text_pc}/pretranslations"
+        )
+        w.call(
+            f"{E}.GetAllPretranslationConfidences",
+            text,
+            extra_check=confidences_of(every.json() if every.is_success else []),
+        )
         w.call(f"{E}.GetPretranslationsByTextId", {**text, "textId": "MRK"}, extra_check=only_text("MRK"))
         w.call(
             f"{E}.GetPretranslatedUsfm",
@@ -359,6 +459,10 @@ class Scenario:
         w.call(f"{E}.DeleteCorpus", {**engine, "corpusId": engine_corpus}, query={"delete-files": "false"})
         w.call(f"{E}.DeleteParallelCorpus", {**engine, "parallelCorpusId": paratext_pc})
         w.call("Webhooks.Delete", {"id": hook_id})
+        w.call("ApiKeys.Delete", {"id": key_id}, client=self.admin)
+        if created_key.is_success:  # revoked at once
+            with self.as_key(created_key.json()["key"]) as revoked:
+                assert revoked.get(f"{BASE_PATH}/translation/engines").status_code == 401
         w.call(f"{E}.Delete", engine)
         for corpus_id in corpora.values():
             w.call("Corpora.Delete", {"id": corpus_id})
@@ -380,6 +484,20 @@ class Scenario:
         }
         return self.w.id_of(self.w.call(f"{E}.AddParallelCorpus", engine, json_body=body), "train-pc")
 
+    def as_key(self, key: str) -> httpx.Client:
+        return httpx.Client(base_url=self.api.rest_url, headers={"X-API-Key": key}, timeout=30)
+
+    def publish_base_model(self) -> None:
+        """A base model an administrator published, for the build's `model` to name (the walk's
+        nmt build job is played, so its weights are never read)."""
+        folder = self.api.service.settings.home / BASE_MODEL
+        folder.mkdir(exist_ok=True)
+        (folder / "model.bin").write_bytes(b"walk")
+        store = open_store((self.api.service.settings.home / "store").resolve().as_uri())
+        publish_folder(
+            store, f"base-models/{BASE_MODEL}", folder, Manifest(kind="base-model", name=BASE_MODEL)
+        )
+
     def upload(self, name: str, data: bytes, file_format: str = "Text") -> str:
         response = self.w.call(
             "DataFiles.Create", files={"file": (name, data)}, data={"format": file_format, "name": name}
@@ -396,21 +514,31 @@ class Scenario:
 def rest_client(api: RunningApi) -> httpx.Client:
     """An ordinary client: the service's root URL and an API key with every scope."""
     return httpx.Client(
-        base_url=api.rest_url, headers={"X-API-Key": api.api_key(scopes=ALL_SCOPES)}, timeout=30
+        base_url=api.rest_url, headers={"X-API-Key": api.api_key(OWNER, scopes=ALL_SCOPES)}, timeout=30
+    )
+
+
+def admin_client(api: RunningApi) -> httpx.Client:
+    """An administrator's client (1.20's `ApiKeys` operations need key management's scopes)."""
+    return httpx.Client(
+        base_url=api.rest_url,
+        headers={"X-API-Key": api.api_key("administrator", scopes=(ADMIN,))},
+        timeout=30,
     )
 
 
 def assert_conformant(walker: Walker, report: Report) -> None:
-    missing = TRANSLATION_OPERATIONS - walker.called()
-    assert not missing, f"operations the walk never called: {sorted(missing)}"
+    for release in RELEASES:
+        missing = TRANSLATION_OPERATIONS_OF[release] - walker.called(release)
+        assert not missing, f"operations of the {release} client the walk never called: {sorted(missing)}"
     failures = report.failures(walker.engine_type)
     assert not failures, f"{len(failures)} problems for {walker.engine_type}:\n" + "\n".join(failures)
 
 
 def test_echo_engine(api: RunningApi, report: Report, hooks: HookReceiver) -> None:
-    with rest_client(api) as client:
+    with rest_client(api) as client, admin_client(api) as admin:
         walker = Walker(client, "echo", report)
-        Scenario(api, walker, "echo").run(hooks.url)
+        Scenario(api, walker, "echo", admin=admin).run(hooks.url)
     assert_conformant(walker, report)
 
 
@@ -483,9 +611,9 @@ def test_nmt_engine(
 ) -> None:
     node = start_node(api, tmp_path / "node")
     try:
-        with rest_client(api) as client:
+        with rest_client(api) as client, admin_client(api) as admin:
             walker = Walker(client, "nmt", report)
-            Scenario(api, walker, "nmt").run(
+            Scenario(api, walker, "nmt", admin=admin).run(
                 hooks.url,
                 complete_build=play_nmt_build(api, tiny_ct2_model),
                 warm_up=wait_until_translating(client),
@@ -564,6 +692,7 @@ class AlignmentScenario:
             "sourceLanguage": "en",
             "targetLanguage": "sw",
             "type": "statistical",
+            "isModelPersisted": True,
         }
         engine = {"id": w.id_of(w.call(f"{W}.Create", json_body=engine_config), "engine")}
         w.call(f"{W}.GetAll")
@@ -652,7 +781,7 @@ def test_statistical_engine(api: RunningApi, report: Report, tmp_path: Path) -> 
     serving the family for Align."""
     reason = family_unavailable("statistical")
     if reason is not None:
-        pytest.skip(reason)
+        unavailable(reason)
     node = start_node(api, tmp_path / "node")
     try:
         with rest_client(api) as client:
@@ -660,9 +789,12 @@ def test_statistical_engine(api: RunningApi, report: Report, tmp_path: Path) -> 
             AlignmentScenario(api, walker).run(run_build_job(api), wait_until_aligning(client))
     finally:
         processes.stop(node)
-    called = walker.called() & WORD_ALIGNMENT_OPERATIONS
-    assert called == WORD_ALIGNMENT_OPERATIONS, f"not called: {sorted(WORD_ALIGNMENT_OPERATIONS - called)}"
-    assert walker.called() - WORD_ALIGNMENT_OPERATIONS == {"DataFiles.Create", "Corpora.Create"}
+    for release in RELEASES:
+        called = walker.called(release) & WORD_ALIGNMENT_OPERATIONS
+        assert called == WORD_ALIGNMENT_OPERATIONS, (
+            f"not called: {sorted(WORD_ALIGNMENT_OPERATIONS - called)}"
+        )
+        assert walker.called(release) - WORD_ALIGNMENT_OPERATIONS == {"DataFiles.Create", "Corpora.Create"}
     failures = report.failures("statistical")
     assert not failures, f"{len(failures)} problems for statistical:\n" + "\n".join(failures)
 
@@ -773,12 +905,12 @@ def test_smt_transfer_engine(api: RunningApi, report: Report, hooks: HookReceive
     trains a Thot model on a few hundred verse pairs) and a real inference node serving the family."""
     reason = family_unavailable("smt-transfer")
     if reason is not None:
-        pytest.skip(reason)
+        unavailable(reason)
     node = SmtNode(api, tmp_path)
     try:
-        with rest_client(api) as client:
+        with rest_client(api) as client, admin_client(api) as admin:
             walker = Walker(client, "smt-transfer", report)
-            Scenario(api, walker, "smt-transfer", training_pairs=SMT_TRAINING_PAIRS).run(
+            Scenario(api, walker, "smt-transfer", training_pairs=SMT_TRAINING_PAIRS, admin=admin).run(
                 hooks.url,
                 complete_build=run_build_job(api),
                 warm_up=wait_until_translating(client),

@@ -10,9 +10,15 @@ import pytest
 
 from tests.conformance.serval_client import (
     ENUMS,
+    ENUMS_OF,
+    NEWER,
+    OLDER,
     OPERATIONS,
+    OPERATIONS_1_20,
     OPERATIONS_BY_KEY,
+    OPERATIONS_BY_KEY_OF,
     TRANSLATION_OPERATIONS,
+    TRANSLATION_OPERATIONS_OF,
     WORD_ALIGNMENT_OPERATIONS,
     shapes,
 )
@@ -247,3 +253,116 @@ def test_the_shapes_transcribe_the_contract() -> None:
         "DateTimeOffset",
         "object",
     }
+
+
+def test_the_1_20_table_drops_webhooks_and_adds_five() -> None:
+    newer = OPERATIONS_BY_KEY_OF[NEWER]
+    assert len(OPERATIONS_1_20) == len(newer) == 71
+    assert len(TRANSLATION_OPERATIONS_OF[NEWER]) == 54 and len(TRANSLATION_OPERATIONS_OF[OLDER]) == 53
+    assert set(OPERATIONS_BY_KEY) - set(newer) == {
+        "Webhooks.GetAll",
+        "Webhooks.Create",
+        "Webhooks.Get",
+        "Webhooks.Delete",
+    }
+    assert set(newer) - set(OPERATIONS_BY_KEY) == {
+        "ApiKeys.Create",
+        "ApiKeys.GetAll",
+        "ApiKeys.Get",
+        "ApiKeys.Delete",
+        "TranslationEngines.GetAllPretranslationConfidences",
+    }
+    create = newer["ApiKeys.Create"]
+    assert (create.verb, create.path, create.success, create.response, create.errors) == (
+        "POST",
+        "api-keys",
+        (201,),
+        "ApiKeyCreated",
+        (400, 503),
+    )
+    assert newer["ApiKeys.GetAll"].query == ("clientId",)
+    assert newer["ApiKeys.Delete"].response is None and newer["ApiKeys.Delete"].success == (200,)
+    confidences = newer["TranslationEngines.GetAllPretranslationConfidences"]
+    assert confidences.path.endswith("/parallel-corpora/{parallelCorpusId}/confidences")
+    assert confidences.errors == (401, 403, 404, 409, 503)
+    for op in OPERATIONS_1_20:
+        if op.response not in (None, "FileResponse"):
+            check([] if op.response.endswith("[]") else {}, op.response, release=NEWER)
+
+
+def test_the_1_20_shapes_transcribe_the_contract() -> None:
+    table = shapes(NEWER)
+    assert "Webhook" not in table and "WebhookEvent" not in ENUMS_OF[NEWER]
+    assert ENUMS_OF[NEWER]["DiagnosticSeverity"] == ("Info", "Warn", "Error")
+    created = {p.name: p for p in table["ApiKeyCreated"]}
+    assert created["key"].required and {p.name for p in table["ApiKey"]} == set(created) - {"key"}
+    assert [p.name for p in table["ApiKey"] if not p.required] == ["expiresAt", "revokedAt"]
+    execution = {p.name: p for p in table["ExecutionData"]}
+    assert len(execution) == 14
+    assert execution["trainVerseCount"].type == "IDictionary<string, IDictionary<string, int>>"
+    assert execution["averagePretranslationConfidence"].nullable
+    assert {p.name for p in table["WordAlignmentExecutionData"]} >= {
+        "isWordAlignFilteredByChapter",
+        "wordAlignVerseCount",
+        "diagnostics",
+        "diagnosticsTruncated",
+    }
+    assert table["TranslationBuildConfig"][-1].name == "model"
+    assert table["WordAlignmentEngineConfig"][-1].name == "isModelPersisted"
+    assert shapes(OLDER)["ExecutionData"] != table["ExecutionData"], "each release reads its own"
+    referenced = {
+        name
+        for props in table.values()
+        for p in props
+        for name in p.type.replace("IList<", " ")
+        .replace("IDictionary<string, ", " ")
+        .replace(">", " ")
+        .split()
+    }
+    assert referenced <= set(table) | set(ENUMS_OF[NEWER]) | {
+        "string",
+        "int",
+        "double",
+        "float",
+        "bool",
+        "DateTimeOffset",
+        "object",
+    }
+
+
+DIAGNOSTIC = {
+    "code": "CONFIG-0003",
+    "category": "CONFIG",
+    "message": "few",
+    "severity": "Warn",
+    "data": {"n": 1},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({}, None),
+        ({"trainVerseCount": {"MAT": {"1": 3, "2": 1}}, "diagnostics": [DIAGNOSTIC]}, None),
+        (
+            {"trainVerseCount": {"MAT": 3}},
+            "$.trainVerseCount.MAT: number 3 where the client expects an object",
+        ),
+        ({"pretranslateVerseCount": {"MAT": {"1": "3"}}}, "$.pretranslateVerseCount.MAT.1: string '3'"),
+        (
+            {"diagnostics": [{**DIAGNOSTIC, "severity": "Warning"}]},
+            "$.diagnostics[0].severity: 'Warning' is not",
+        ),
+        ({"diagnostics": [{**DIAGNOSTIC, "data": None}]}, "$.diagnostics[0].data: null, but required"),
+        ({"diagnosticsTruncated": None}, None),
+        ({"averagePretranslationConfidence": "0.5"}, "$.averagePretranslationConfidence: string '0.5'"),
+    ],
+)
+def test_1_20_execution_data_faults_are_found(change: dict[str, Any], problem: str | None) -> None:
+    body = {"trainCount": 1, "pretranslateCount": 0, "warnings": [], **change}
+    problems = check(body, "ExecutionData", release=NEWER)
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].startswith(problem), problems
+    assert check(body, "ExecutionData") == [], "the older client ignores what it does not know"

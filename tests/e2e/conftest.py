@@ -15,10 +15,11 @@ import grpc
 import httpx
 import pytest
 
+from serval_api.service.keys import create_node_token
 from serval_cli import processes
 from serval_cli.bootstrap import create_credentials
 from serval_common.settings import ApiSettings, Settings
-from serval_common.store import open_store
+from serval_common.store import ModelStore, open_store
 from tests.api.conftest import RunningApi
 from tests.helpers import free_port, fresh_database, publish_tiny_base_model, wait_for_port
 
@@ -134,3 +135,18 @@ def wait_for_build(
         else:
             assert poll.status_code == 408, poll.text
     return build
+
+
+@pytest.fixture
+def store(api: RunningApi, tiny_ct2_model: Path) -> ModelStore:
+    """The `api` fixture's model store, with the tiny base model published as `tiny-nllb`."""
+    published = open_store((api.service.settings.home / "store").resolve().as_uri())
+    publish_tiny_base_model(published, tiny_ct2_model, BASE_MODEL)
+    return published
+
+
+@pytest.fixture
+def node_token(api: RunningApi) -> str:
+    assert api.service.services is not None
+    _, token = api.run(create_node_token(api.service.services.db, "e2e"))
+    return token

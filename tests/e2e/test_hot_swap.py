@@ -152,10 +152,12 @@ def test_hot_swap_under_load_fails_no_request(
         assert metric(scraped, "serval_node_batch_size_count") > 0
         assert metric(scraped, "serval_node_target_tokens_total") > 0
         assert metric(scraped, "serval_node_model_cache_hits_total") > 0
-        unloads = [
-            line for line in (tmp_path / "node.log").read_text().splitlines() if "model unloaded" in line
-        ]
-        assert [line.split("model=")[-1] for line in unloads] == [f"models/{engine_id}/{first}"]
+        log_lines = (tmp_path / "node.log").read_text().splitlines()
+        unloads = [line for line in log_lines if "revision unloaded" in line]
+        assert [line.split("model=")[-1].split()[0] for line in unloads] == [f"models/{engine_id}/{first}"]
+        assert len([line for line in log_lines if "model unloaded" in line]) == 1, (
+            "its weights unloaded with it"
+        )
     finally:
         client.close()
         code = processes.stop(node)

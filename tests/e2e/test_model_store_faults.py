@@ -37,7 +37,7 @@ from serval_common.settings import ApiSettings, Settings, StoreSettings
 from serval_common.store import ModelStore, open_store
 from tests.api.conftest import RunningApi, create_engine
 from tests.e2e.test_translate_path import VERSE
-from tests.helpers import free_port
+from tests.helpers import distinct_weights, free_port
 from tests.test_model_store_faults import RestartableS3Server, corrupt
 
 pytestmark = pytest.mark.sqlite_pass_only
@@ -127,7 +127,9 @@ class Fleet:
             ctranslate2_version=ctranslate2.__version__,
             quantization="int8",
         )
-        publish_folder(self.store, self.location(spec.revision), model_dir, manifest)
+        # Each revision its own weights, as a fine-tune's: none is an alias of another's loaded model.
+        weights = distinct_weights(model_dir, f"{self.engine_id}-{spec.revision}")
+        publish_folder(self.store, self.location(spec.revision), weights, manifest)
 
     def complete(self, spec: JobSpec) -> None:
         """The build job's completion report: the engine's revision moves on and nodes load ahead."""

@@ -207,3 +207,57 @@ namespace="{{ .Release.Namespace }}",job="{{ include "serval-live.apiName" . }}"
 true
 {{- end }}
 {{- end }}
+
+{{/* The bytes of a Kubernetes quantity: "50Gi", "512Mi", "16G", "1.5Gi", "100k", 1073741824. */}}
+{{- define "serval-live.bytes" -}}
+{{- $text := toString . -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?" $text -}}
+{{- $suffix := trimPrefix $number $text -}}
+{{- $units := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "P" 1000000000000000 -}}
+{{- if or (not $number) (not (hasKey $units $suffix)) -}}
+{{- fail (printf "serval-live: %q is not a quantity of bytes (such as 50Gi, 512Mi or 16G)" $text) -}}
+{{- end -}}
+{{- mulf (float64 $number) (get $units $suffix) | floor | int64 -}}
+{{- end }}
+
+{{/* The node's memory budget (SERVAL_NODE__MEMORY_BUDGET_BYTES): `node.memoryBudgetBytes` when
+set, else `node.memoryBudgetFraction` of what holds the models: one GPU's memory
+(`node.gpu.memory`) on a GPU node that says it, else the container's memory limit (or request). */}}
+{{- define "serval-live.nodeMemoryBudget" -}}
+{{- $node := .Values.node -}}
+{{- if not (kindIs "invalid" $node.memoryBudgetBytes) -}}
+{{- int64 $node.memoryBudgetBytes -}}
+{{- else -}}
+{{- $basis := "" -}}
+{{- $resources := default (dict) $node.resources -}}
+{{- $limits := default (dict) $resources.limits -}}
+{{- $requests := default (dict) $resources.requests -}}
+{{- if and (gt (int $node.gpu.count) 0) $node.gpu.memory -}}
+{{- $basis = $node.gpu.memory -}}
+{{- else if $limits.memory -}}
+{{- $basis = $limits.memory -}}
+{{- else if $requests.memory -}}
+{{- $basis = $requests.memory -}}
+{{- end -}}
+{{- if $basis -}}
+{{- mulf (include "serval-live.bytes" $basis | float64) $node.memoryBudgetFraction | floor | int64 -}}
+{{- else -}}
+0
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* The node's disk-cache budget (SERVAL_NODE__CACHE_BUDGET_BYTES): `node.cache.budgetBytes` when
+set, else `node.cache.budgetFraction` of the cache volume's size (`node.cache.sizeLimit`: the
+emptyDir's limit or the ephemeral claim's size), leaving room for a download in progress. A shared
+existing claim gets no derived budget: every node trims it knowing only its own models. */}}
+{{- define "serval-live.nodeCacheBudget" -}}
+{{- $cache := .Values.node.cache -}}
+{{- if not (kindIs "invalid" $cache.budgetBytes) -}}
+{{- int64 $cache.budgetBytes -}}
+{{- else if and (ne $cache.type "existingClaim") $cache.sizeLimit -}}
+{{- mulf (include "serval-live.bytes" $cache.sizeLimit | float64) $cache.budgetFraction | floor | int64 -}}
+{{- else -}}
+0
+{{- end -}}
+{{- end }}

@@ -26,7 +26,7 @@ from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bserval/admin/v1/admin.proto\x12\x0fserval.admin.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb7\x01\n\x06\x41piKey\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0e\n\x06prefix\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\nrevoked_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x88\x01\x01\x42\r\n\x0b_revoked_at\"4\n\x13\x43reateApiKeyRequest\x12\r\n\x05owner\x18\x01 \x01(\t\x12\x0e\n\x06scopes\x18\x02 \x03(\t\"M\n\x14\x43reateApiKeyResponse\x12(\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x17.serval.admin.v1.ApiKey\x12\x0b\n\x03key\x18\x02 \x01(\t\"2\n\x12ListApiKeysRequest\x12\x12\n\x05owner\x18\x01 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_owner\"@\n\x13ListApiKeysResponse\x12)\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x17.serval.admin.v1.ApiKey\"!\n\x13RevokeApiKeyRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x99\x01\n\tNodeToken\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\nrevoked_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x88\x01\x01\x42\r\n\x0b_revoked_at\"&\n\x16\x43reateNodeTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"X\n\x17\x43reateNodeTokenResponse\x12.\n\nnode_token\x18\x01 \x01(\x0b\x32\x1a.serval.admin.v1.NodeToken\x12\r\n\x05token\x18\x02 \x01(\t\"I\n\x16ListNodeTokensResponse\x12/\n\x0bnode_tokens\x18\x01 \x03(\x0b\x32\x1a.serval.admin.v1.NodeToken\"$\n\x16RevokeNodeTokenRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xab\x03\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12-\n\tlast_seen\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1d\n\x10software_version\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x1c\n\x0f\x61pi_instance_id\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\r\n\x05slots\x18\x08 \x01(\x05\x12\x11\n\tin_flight\x18\t \x01(\x05\x12\x1a\n\x12memory_total_bytes\x18\n \x01(\x03\x12\x19\n\x11memory_free_bytes\x18\x0b \x01(\x03\x12\x0f\n\x07\x64rained\x18\x0c \x01(\x08\x12\x14\n\x0c\x64rain_reason\x18\r \x01(\t\x12*\n\x06models\x18\x0e \x03(\x0b\x32\x1a.serval.admin.v1.NodeModel\x12\x15\n\x08token_id\x18\x0f \x01(\tH\x02\x88\x01\x01\x42\x13\n\x11_software_versionB\x12\n\x10_api_instance_idB\x0b\n\t_token_id\"d\n\tNodeModel\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x12\n\nsize_bytes\x18\x05 \x01(\x03\"\x1e\n\x0bNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"3\n\x10\x44rainNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"[\n\x11NodeEngineRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x11\n\tengine_id\x18\x02 \x01(\t\x12\x15\n\x08revision\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\x0b\n\t_revision\"9\n\x11ListNodesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.serval.admin.v1.Node2\x84\x07\n\x08\x41\x64minApi\x12[\n\x0c\x43reateApiKey\x12$.serval.admin.v1.CreateApiKeyRequest\x1a%.serval.admin.v1.CreateApiKeyResponse\x12X\n\x0bListApiKeys\x12#.serval.admin.v1.ListApiKeysRequest\x1a$.serval.admin.v1.ListApiKeysResponse\x12L\n\x0cRevokeApiKey\x12$.serval.admin.v1.RevokeApiKeyRequest\x1a\x16.google.protobuf.Empty\x12\x64\n\x0f\x43reateNodeToken\x12\'.serval.admin.v1.CreateNodeTokenRequest\x1a(.serval.admin.v1.CreateNodeTokenResponse\x12Q\n\x0eListNodeTokens\x12\x16.google.protobuf.Empty\x1a\'.serval.admin.v1.ListNodeTokensResponse\x12R\n\x0fRevokeNodeToken\x12\'.serval.admin.v1.RevokeNodeTokenRequest\x1a\x16.google.protobuf.Empty\x12G\n\tListNodes\x12\x16.google.protobuf.Empty\x1a\".serval.admin.v1.ListNodesResponse\x12\x45\n\tDrainNode\x12!.serval.admin.v1.DrainNodeRequest\x1a\x15.serval.admin.v1.Node\x12\x42\n\x0bUndrainNode\x12\x1c.serval.admin.v1.NodeRequest\x1a\x15.serval.admin.v1.Node\x12G\n\nLoadEngine\x12\".serval.admin.v1.NodeEngineRequest\x1a\x15.serval.admin.v1.Node\x12I\n\x0cUnloadEngine\x12\".serval.admin.v1.NodeEngineRequest\x1a\x15.serval.admin.v1.Nodeb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bserval/admin/v1/admin.proto\x12\x0fserval.admin.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x02\n\x06\x41piKey\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12\x0e\n\x06prefix\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\nrevoked_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x88\x01\x01\x12\x16\n\tengine_id\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x32\n\x06limits\x18\x08 \x01(\x0b\x32\x1d.serval.admin.v1.ApiKeyLimitsH\x02\x88\x01\x01\x42\r\n\x0b_revoked_atB\x0c\n\n_engine_idB\t\n\x07_limits\"\x84\x02\n\x0c\x41piKeyLimits\x12!\n\x14translate_per_minute\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x15\x62uild_starts_per_hour\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\"\n\x15\x63oncurrent_long_polls\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\"\n\x15max_chars_per_request\x18\x04 \x01(\x05H\x03\x88\x01\x01\x42\x17\n\x15_translate_per_minuteB\x18\n\x16_build_starts_per_hourB\x18\n\x16_concurrent_long_pollsB\x18\n\x16_max_chars_per_request\"S\n\x16SetApiKeyLimitsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12-\n\x06limits\x18\x02 \x01(\x0b\x32\x1d.serval.admin.v1.ApiKeyLimits\"\x86\x01\n\x13\x43reateApiKeyRequest\x12\r\n\x05owner\x18\x01 \x01(\t\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\x11\n\tengine_id\x18\x03 \x01(\t\x12\x32\n\x06limits\x18\x04 \x01(\x0b\x32\x1d.serval.admin.v1.ApiKeyLimitsH\x00\x88\x01\x01\x42\t\n\x07_limits\"M\n\x14\x43reateApiKeyResponse\x12(\n\x07\x61pi_key\x18\x01 \x01(\x0b\x32\x17.serval.admin.v1.ApiKey\x12\x0b\n\x03key\x18\x02 \x01(\t\"2\n\x12ListApiKeysRequest\x12\x12\n\x05owner\x18\x01 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_owner\"@\n\x13ListApiKeysResponse\x12)\n\x08\x61pi_keys\x18\x01 \x03(\x0b\x32\x17.serval.admin.v1.ApiKey\"!\n\x13RevokeApiKeyRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x99\x01\n\tNodeToken\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\nrevoked_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x00\x88\x01\x01\x42\r\n\x0b_revoked_at\"&\n\x16\x43reateNodeTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"X\n\x17\x43reateNodeTokenResponse\x12.\n\nnode_token\x18\x01 \x01(\x0b\x32\x1a.serval.admin.v1.NodeToken\x12\r\n\x05token\x18\x02 \x01(\t\"I\n\x16ListNodeTokensResponse\x12/\n\x0bnode_tokens\x18\x01 \x03(\x0b\x32\x1a.serval.admin.v1.NodeToken\"$\n\x16RevokeNodeTokenRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\xdd\x03\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\x12\n\nfree_slots\x18\x04 \x01(\x05\x12-\n\tlast_seen\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1d\n\x10software_version\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x1c\n\x0f\x61pi_instance_id\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\r\n\x05slots\x18\x08 \x01(\x05\x12\x11\n\tin_flight\x18\t \x01(\x05\x12\x1a\n\x12memory_total_bytes\x18\n \x01(\x03\x12\x19\n\x11memory_free_bytes\x18\x0b \x01(\x03\x12\x0f\n\x07\x64rained\x18\x0c \x01(\x08\x12\x14\n\x0c\x64rain_reason\x18\r \x01(\t\x12*\n\x06models\x18\x0e \x03(\x0b\x32\x1a.serval.admin.v1.NodeModel\x12\x15\n\x08token_id\x18\x0f \x01(\tH\x02\x88\x01\x01\x12\x15\n\rloaded_models\x18\x10 \x01(\x05\x12\x19\n\x11memory_held_bytes\x18\x11 \x01(\x03\x42\x13\n\x11_software_versionB\x12\n\x10_api_instance_idB\x0b\n\t_token_id\"\xa7\x01\n\tNodeModel\x12\x11\n\tengine_id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x12\n\nsize_bytes\x18\x05 \x01(\x03\x12\x0f\n\x07weights\x18\x06 \x01(\t\x12\x1c\n\x0ftrained_through\x18\x07 \x01(\x03H\x00\x88\x01\x01\x42\x12\n\x10_trained_through\"\x1e\n\x0bNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"3\n\x10\x44rainNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"[\n\x11NodeEngineRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x11\n\tengine_id\x18\x02 \x01(\t\x12\x15\n\x08revision\x18\x03 \x01(\x05H\x00\x88\x01\x01\x42\x0b\n\t_revision\"9\n\x11ListNodesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.serval.admin.v1.Node2\xd9\x07\n\x08\x41\x64minApi\x12[\n\x0c\x43reateApiKey\x12$.serval.admin.v1.CreateApiKeyRequest\x1a%.serval.admin.v1.CreateApiKeyResponse\x12X\n\x0bListApiKeys\x12#.serval.admin.v1.ListApiKeysRequest\x1a$.serval.admin.v1.ListApiKeysResponse\x12L\n\x0cRevokeApiKey\x12$.serval.admin.v1.RevokeApiKeyRequest\x1a\x16.google.protobuf.Empty\x12S\n\x0fSetApiKeyLimits\x12\'.serval.admin.v1.SetApiKeyLimitsRequest\x1a\x17.serval.admin.v1.ApiKey\x12\x64\n\x0f\x43reateNodeToken\x12\'.serval.admin.v1.CreateNodeTokenRequest\x1a(.serval.admin.v1.CreateNodeTokenResponse\x12Q\n\x0eListNodeTokens\x12\x16.google.protobuf.Empty\x1a\'.serval.admin.v1.ListNodeTokensResponse\x12R\n\x0fRevokeNodeToken\x12\'.serval.admin.v1.RevokeNodeTokenRequest\x1a\x16.google.protobuf.Empty\x12G\n\tListNodes\x12\x16.google.protobuf.Empty\x1a\".serval.admin.v1.ListNodesResponse\x12\x45\n\tDrainNode\x12!.serval.admin.v1.DrainNodeRequest\x1a\x15.serval.admin.v1.Node\x12\x42\n\x0bUndrainNode\x12\x1c.serval.admin.v1.NodeRequest\x1a\x15.serval.admin.v1.Node\x12G\n\nLoadEngine\x12\".serval.admin.v1.NodeEngineRequest\x1a\x15.serval.admin.v1.Node\x12I\n\x0cUnloadEngine\x12\".serval.admin.v1.NodeEngineRequest\x1a\x15.serval.admin.v1.Nodeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,39 +34,43 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'serval.admin.v1.admin_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_APIKEY']._serialized_start=111
-  _globals['_APIKEY']._serialized_end=294
-  _globals['_CREATEAPIKEYREQUEST']._serialized_start=296
-  _globals['_CREATEAPIKEYREQUEST']._serialized_end=348
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=350
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=427
-  _globals['_LISTAPIKEYSREQUEST']._serialized_start=429
-  _globals['_LISTAPIKEYSREQUEST']._serialized_end=479
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=481
-  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=545
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=547
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=580
-  _globals['_NODETOKEN']._serialized_start=583
-  _globals['_NODETOKEN']._serialized_end=736
-  _globals['_CREATENODETOKENREQUEST']._serialized_start=738
-  _globals['_CREATENODETOKENREQUEST']._serialized_end=776
-  _globals['_CREATENODETOKENRESPONSE']._serialized_start=778
-  _globals['_CREATENODETOKENRESPONSE']._serialized_end=866
-  _globals['_LISTNODETOKENSRESPONSE']._serialized_start=868
-  _globals['_LISTNODETOKENSRESPONSE']._serialized_end=941
-  _globals['_REVOKENODETOKENREQUEST']._serialized_start=943
-  _globals['_REVOKENODETOKENREQUEST']._serialized_end=979
-  _globals['_NODE']._serialized_start=982
-  _globals['_NODE']._serialized_end=1409
-  _globals['_NODEMODEL']._serialized_start=1411
-  _globals['_NODEMODEL']._serialized_end=1511
-  _globals['_NODEREQUEST']._serialized_start=1513
-  _globals['_NODEREQUEST']._serialized_end=1543
-  _globals['_DRAINNODEREQUEST']._serialized_start=1545
-  _globals['_DRAINNODEREQUEST']._serialized_end=1596
-  _globals['_NODEENGINEREQUEST']._serialized_start=1598
-  _globals['_NODEENGINEREQUEST']._serialized_end=1689
-  _globals['_LISTNODESRESPONSE']._serialized_start=1691
-  _globals['_LISTNODESRESPONSE']._serialized_end=1748
-  _globals['_ADMINAPI']._serialized_start=1751
-  _globals['_ADMINAPI']._serialized_end=2651
+  _globals['_APIKEY']._serialized_end=395
+  _globals['_APIKEYLIMITS']._serialized_start=398
+  _globals['_APIKEYLIMITS']._serialized_end=658
+  _globals['_SETAPIKEYLIMITSREQUEST']._serialized_start=660
+  _globals['_SETAPIKEYLIMITSREQUEST']._serialized_end=743
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=746
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=880
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=882
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=959
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=961
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=1011
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_start=1013
+  _globals['_LISTAPIKEYSRESPONSE']._serialized_end=1077
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=1079
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=1112
+  _globals['_NODETOKEN']._serialized_start=1115
+  _globals['_NODETOKEN']._serialized_end=1268
+  _globals['_CREATENODETOKENREQUEST']._serialized_start=1270
+  _globals['_CREATENODETOKENREQUEST']._serialized_end=1308
+  _globals['_CREATENODETOKENRESPONSE']._serialized_start=1310
+  _globals['_CREATENODETOKENRESPONSE']._serialized_end=1398
+  _globals['_LISTNODETOKENSRESPONSE']._serialized_start=1400
+  _globals['_LISTNODETOKENSRESPONSE']._serialized_end=1473
+  _globals['_REVOKENODETOKENREQUEST']._serialized_start=1475
+  _globals['_REVOKENODETOKENREQUEST']._serialized_end=1511
+  _globals['_NODE']._serialized_start=1514
+  _globals['_NODE']._serialized_end=1991
+  _globals['_NODEMODEL']._serialized_start=1994
+  _globals['_NODEMODEL']._serialized_end=2161
+  _globals['_NODEREQUEST']._serialized_start=2163
+  _globals['_NODEREQUEST']._serialized_end=2193
+  _globals['_DRAINNODEREQUEST']._serialized_start=2195
+  _globals['_DRAINNODEREQUEST']._serialized_end=2246
+  _globals['_NODEENGINEREQUEST']._serialized_start=2248
+  _globals['_NODEENGINEREQUEST']._serialized_end=2339
+  _globals['_LISTNODESRESPONSE']._serialized_start=2341
+  _globals['_LISTNODESRESPONSE']._serialized_end=2398
+  _globals['_ADMINAPI']._serialized_start=2401
+  _globals['_ADMINAPI']._serialized_end=3386
 # @@protoc_insertion_point(module_scope)

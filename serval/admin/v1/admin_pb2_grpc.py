@@ -51,6 +51,11 @@ class AdminApiStub:
                 request_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.RevokeApiKeyRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.SetApiKeyLimits = channel.unary_unary(
+                '/serval.admin.v1.AdminApi/SetApiKeyLimits',
+                request_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.SetApiKeyLimitsRequest.SerializeToString,
+                response_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.ApiKey.FromString,
+                _registered_method=True)
         self.CreateNodeToken = channel.unary_unary(
                 '/serval.admin.v1.AdminApi/CreateNodeToken',
                 request_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.CreateNodeTokenRequest.SerializeToString,
@@ -111,6 +116,13 @@ class AdminApiServicer:
 
     def RevokeApiKey(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetApiKeyLimits(self, request, context):
+        """Replace one key's overrides of the per-key limits (none set: the settings again).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -183,6 +195,11 @@ def add_AdminApiServicer_to_server(servicer, server):
                     servicer.RevokeApiKey,
                     request_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.RevokeApiKeyRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'SetApiKeyLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetApiKeyLimits,
+                    request_deserializer=serval_dot_admin_dot_v1_dot_admin__pb2.SetApiKeyLimitsRequest.FromString,
+                    response_serializer=serval_dot_admin_dot_v1_dot_admin__pb2.ApiKey.SerializeToString,
             ),
             'CreateNodeToken': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateNodeToken,
@@ -307,6 +324,33 @@ class AdminApi:
             '/serval.admin.v1.AdminApi/RevokeApiKey',
             serval_dot_admin_dot_v1_dot_admin__pb2.RevokeApiKeyRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetApiKeyLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/serval.admin.v1.AdminApi/SetApiKeyLimits',
+            serval_dot_admin_dot_v1_dot_admin__pb2.SetApiKeyLimitsRequest.SerializeToString,
+            serval_dot_admin_dot_v1_dot_admin__pb2.ApiKey.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,8 +1,6 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from serval.translation.v1 import engine_pb2 as _engine_pb2
-from serval.word_alignment.v1 import engine_pb2 as _engine_pb2_1
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -16,6 +14,7 @@ class ProtocolVersion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROTOCOL_VERSION_UNSPECIFIED: _ClassVar[ProtocolVersion]
     PROTOCOL_VERSION_1: _ClassVar[ProtocolVersion]
+    PROTOCOL_VERSION_2: _ClassVar[ProtocolVersion]
 
 class EngineFamily(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -49,8 +48,14 @@ class RejectionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REJECTION_REASON_BAD_TOKEN: _ClassVar[RejectionReason]
     REJECTION_REASON_INCOMPATIBLE_PROTOCOL: _ClassVar[RejectionReason]
     REJECTION_REASON_BAD_HELLO: _ClassVar[RejectionReason]
+
+class ResultDetail(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RESULT_DETAIL_FULL: _ClassVar[ResultDetail]
+    RESULT_DETAIL_TEXT: _ClassVar[ResultDetail]
 PROTOCOL_VERSION_UNSPECIFIED: ProtocolVersion
 PROTOCOL_VERSION_1: ProtocolVersion
+PROTOCOL_VERSION_2: ProtocolVersion
 ENGINE_FAMILY_UNSPECIFIED: EngineFamily
 ENGINE_FAMILY_NMT: EngineFamily
 ENGINE_FAMILY_SMT_TRANSFER: EngineFamily
@@ -72,6 +77,8 @@ REJECTION_REASON_UNSPECIFIED: RejectionReason
 REJECTION_REASON_BAD_TOKEN: RejectionReason
 REJECTION_REASON_INCOMPATIBLE_PROTOCOL: RejectionReason
 REJECTION_REASON_BAD_HELLO: RejectionReason
+RESULT_DETAIL_FULL: ResultDetail
+RESULT_DETAIL_TEXT: ResultDetail
 
 class NodeMessage(_message.Message):
     __slots__ = ("hello", "heartbeat", "result", "model_status", "goodbye")
@@ -140,26 +147,30 @@ class Heartbeat(_message.Message):
     def __init__(self, sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., free_slots: _Optional[int] = ..., memory_free_bytes: _Optional[int] = ..., draining: _Optional[bool] = ..., slots: _Optional[int] = ..., session_in_flight: _Optional[int] = ...) -> None: ...
 
 class ModelRef(_message.Message):
-    __slots__ = ("engine_id", "revision", "location")
+    __slots__ = ("engine_id", "revision", "location", "weights")
     ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     LOCATION_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     engine_id: str
     revision: int
     location: str
-    def __init__(self, engine_id: _Optional[str] = ..., revision: _Optional[int] = ..., location: _Optional[str] = ...) -> None: ...
+    weights: str
+    def __init__(self, engine_id: _Optional[str] = ..., revision: _Optional[int] = ..., location: _Optional[str] = ..., weights: _Optional[str] = ...) -> None: ...
 
 class ModelStatus(_message.Message):
-    __slots__ = ("model", "state", "message", "size_bytes")
+    __slots__ = ("model", "state", "message", "size_bytes", "trained_through")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TRAINED_THROUGH_FIELD_NUMBER: _ClassVar[int]
     model: ModelRef
     state: ModelState
     message: str
     size_bytes: int
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., message: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    trained_through: int
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., state: _Optional[_Union[ModelState, str]] = ..., message: _Optional[str] = ..., size_bytes: _Optional[int] = ..., trained_through: _Optional[int] = ...) -> None: ...
 
 class WorkResult(_message.Message):
     __slots__ = ("request_id", "translate", "word_graph", "train_segment", "alignment", "error")
@@ -171,17 +182,99 @@ class WorkResult(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     translate: TranslateOutput
-    word_graph: _engine_pb2.WordGraph
+    word_graph: WordGraph
     train_segment: TrainSegmentOutput
-    alignment: _engine_pb2_1.WordAlignmentResult
+    alignment: WordAlignmentResult
     error: WorkError
-    def __init__(self, request_id: _Optional[str] = ..., translate: _Optional[_Union[TranslateOutput, _Mapping]] = ..., word_graph: _Optional[_Union[_engine_pb2.WordGraph, _Mapping]] = ..., train_segment: _Optional[_Union[TrainSegmentOutput, _Mapping]] = ..., alignment: _Optional[_Union[_engine_pb2_1.WordAlignmentResult, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., translate: _Optional[_Union[TranslateOutput, _Mapping]] = ..., word_graph: _Optional[_Union[WordGraph, _Mapping]] = ..., train_segment: _Optional[_Union[TrainSegmentOutput, _Mapping]] = ..., alignment: _Optional[_Union[WordAlignmentResult, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
 
 class TranslateOutput(_message.Message):
     __slots__ = ("results",)
     RESULTS_FIELD_NUMBER: _ClassVar[int]
-    results: _containers.RepeatedCompositeFieldContainer[_engine_pb2.TranslationResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[_engine_pb2.TranslationResult, _Mapping]]] = ...) -> None: ...
+    results: _containers.RepeatedCompositeFieldContainer[TranslationResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[TranslationResult, _Mapping]]] = ...) -> None: ...
+
+class TranslationResult(_message.Message):
+    __slots__ = ("translation", "source_tokens", "target_tokens", "confidences", "sources", "alignment", "phrases")
+    TRANSLATION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCES_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    PHRASES_FIELD_NUMBER: _ClassVar[int]
+    translation: str
+    source_tokens: _containers.RepeatedScalarFieldContainer[str]
+    target_tokens: _containers.RepeatedScalarFieldContainer[str]
+    confidences: _containers.RepeatedScalarFieldContainer[float]
+    sources: _containers.RepeatedScalarFieldContainer[int]
+    alignment: _containers.RepeatedCompositeFieldContainer[AlignedWordPair]
+    phrases: _containers.RepeatedCompositeFieldContainer[Phrase]
+    def __init__(self, translation: _Optional[str] = ..., source_tokens: _Optional[_Iterable[str]] = ..., target_tokens: _Optional[_Iterable[str]] = ..., confidences: _Optional[_Iterable[float]] = ..., sources: _Optional[_Iterable[int]] = ..., alignment: _Optional[_Iterable[_Union[AlignedWordPair, _Mapping]]] = ..., phrases: _Optional[_Iterable[_Union[Phrase, _Mapping]]] = ...) -> None: ...
+
+class AlignedWordPair(_message.Message):
+    __slots__ = ("source_index", "target_index", "score")
+    SOURCE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TARGET_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    source_index: int
+    target_index: int
+    score: float
+    def __init__(self, source_index: _Optional[int] = ..., target_index: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+
+class Phrase(_message.Message):
+    __slots__ = ("source_segment_start", "source_segment_end", "target_segment_cut")
+    SOURCE_SEGMENT_START_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEGMENT_END_FIELD_NUMBER: _ClassVar[int]
+    TARGET_SEGMENT_CUT_FIELD_NUMBER: _ClassVar[int]
+    source_segment_start: int
+    source_segment_end: int
+    target_segment_cut: int
+    def __init__(self, source_segment_start: _Optional[int] = ..., source_segment_end: _Optional[int] = ..., target_segment_cut: _Optional[int] = ...) -> None: ...
+
+class WordGraph(_message.Message):
+    __slots__ = ("source_tokens", "initial_state_score", "final_states", "arcs")
+    SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_STATE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    FINAL_STATES_FIELD_NUMBER: _ClassVar[int]
+    ARCS_FIELD_NUMBER: _ClassVar[int]
+    source_tokens: _containers.RepeatedScalarFieldContainer[str]
+    initial_state_score: float
+    final_states: _containers.RepeatedScalarFieldContainer[int]
+    arcs: _containers.RepeatedCompositeFieldContainer[WordGraphArc]
+    def __init__(self, source_tokens: _Optional[_Iterable[str]] = ..., initial_state_score: _Optional[float] = ..., final_states: _Optional[_Iterable[int]] = ..., arcs: _Optional[_Iterable[_Union[WordGraphArc, _Mapping]]] = ...) -> None: ...
+
+class WordGraphArc(_message.Message):
+    __slots__ = ("prev_state", "next_state", "score", "target_tokens", "confidences", "source_segment_start", "source_segment_end", "alignment", "sources")
+    PREV_STATE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_STATE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEGMENT_START_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEGMENT_END_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    prev_state: int
+    next_state: int
+    score: float
+    target_tokens: _containers.RepeatedScalarFieldContainer[str]
+    confidences: _containers.RepeatedScalarFieldContainer[float]
+    source_segment_start: int
+    source_segment_end: int
+    alignment: _containers.RepeatedCompositeFieldContainer[AlignedWordPair]
+    sources: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, prev_state: _Optional[int] = ..., next_state: _Optional[int] = ..., score: _Optional[float] = ..., target_tokens: _Optional[_Iterable[str]] = ..., confidences: _Optional[_Iterable[float]] = ..., source_segment_start: _Optional[int] = ..., source_segment_end: _Optional[int] = ..., alignment: _Optional[_Iterable[_Union[AlignedWordPair, _Mapping]]] = ..., sources: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class WordAlignmentResult(_message.Message):
+    __slots__ = ("source_tokens", "target_tokens", "alignment")
+    SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    source_tokens: _containers.RepeatedScalarFieldContainer[str]
+    target_tokens: _containers.RepeatedScalarFieldContainer[str]
+    alignment: _containers.RepeatedCompositeFieldContainer[AlignedWordPair]
+    def __init__(self, source_tokens: _Optional[_Iterable[str]] = ..., target_tokens: _Optional[_Iterable[str]] = ..., alignment: _Optional[_Iterable[_Union[AlignedWordPair, _Mapping]]] = ...) -> None: ...
 
 class WorkError(_message.Message):
     __slots__ = ("code", "message")
@@ -198,7 +291,7 @@ class Goodbye(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class ApiMessage(_message.Message):
-    __slots__ = ("welcome", "rejection", "work", "load_model", "unload_model", "drain", "cancel", "undrain")
+    __slots__ = ("welcome", "rejection", "work", "load_model", "unload_model", "drain", "cancel", "undrain", "catch_up")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     REJECTION_FIELD_NUMBER: _ClassVar[int]
     WORK_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +300,7 @@ class ApiMessage(_message.Message):
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     UNDRAIN_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     rejection: Rejection
     work: WorkItem
@@ -215,7 +309,8 @@ class ApiMessage(_message.Message):
     drain: Drain
     cancel: Cancel
     undrain: Undrain
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ..., work: _Optional[_Union[WorkItem, _Mapping]] = ..., load_model: _Optional[_Union[LoadModel, _Mapping]] = ..., unload_model: _Optional[_Union[UnloadModel, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., undrain: _Optional[_Union[Undrain, _Mapping]] = ...) -> None: ...
+    catch_up: CatchUp
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ..., work: _Optional[_Union[WorkItem, _Mapping]] = ..., load_model: _Optional[_Union[LoadModel, _Mapping]] = ..., unload_model: _Optional[_Union[UnloadModel, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., undrain: _Optional[_Union[Undrain, _Mapping]] = ..., catch_up: _Optional[_Union[CatchUp, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("protocol_version", "session_id", "api_instance_id", "heartbeat_interval_ms")
@@ -258,18 +353,20 @@ class WorkItem(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ..., word_graph: _Optional[_Union[WordGraphOp, _Mapping]] = ..., train_segment: _Optional[_Union[TrainSegmentOp, _Mapping]] = ..., align: _Optional[_Union[AlignOp, _Mapping]] = ...) -> None: ...
 
 class TranslateOp(_message.Message):
-    __slots__ = ("segment", "n", "source_language", "target_language", "target_prefix")
+    __slots__ = ("segment", "n", "source_language", "target_language", "target_prefix", "detail")
     SEGMENT_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
     SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
     segment: str
     n: int
     source_language: str
     target_language: str
     target_prefix: str
-    def __init__(self, segment: _Optional[str] = ..., n: _Optional[int] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., target_prefix: _Optional[str] = ...) -> None: ...
+    detail: ResultDetail
+    def __init__(self, segment: _Optional[str] = ..., n: _Optional[int] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., target_prefix: _Optional[str] = ..., detail: _Optional[_Union[ResultDetail, str]] = ...) -> None: ...
 
 class WordGraphOp(_message.Message):
     __slots__ = ("segment", "source_language", "target_language")
@@ -282,22 +379,26 @@ class WordGraphOp(_message.Message):
     def __init__(self, segment: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
 
 class TrainSegmentOp(_message.Message):
-    __slots__ = ("source_segment", "target_segment", "sentence_start", "seq")
+    __slots__ = ("source_segment", "target_segment", "sentence_start", "seq", "previous_seq")
     SOURCE_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     TARGET_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     SENTENCE_START_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_SEQ_FIELD_NUMBER: _ClassVar[int]
     source_segment: str
     target_segment: str
     sentence_start: bool
     seq: int
-    def __init__(self, source_segment: _Optional[str] = ..., target_segment: _Optional[str] = ..., sentence_start: _Optional[bool] = ..., seq: _Optional[int] = ...) -> None: ...
+    previous_seq: int
+    def __init__(self, source_segment: _Optional[str] = ..., target_segment: _Optional[str] = ..., sentence_start: _Optional[bool] = ..., seq: _Optional[int] = ..., previous_seq: _Optional[int] = ...) -> None: ...
 
 class TrainSegmentOutput(_message.Message):
-    __slots__ = ("seq",)
+    __slots__ = ("seq", "trained_through")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    TRAINED_THROUGH_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+    trained_through: int
+    def __init__(self, seq: _Optional[int] = ..., trained_through: _Optional[int] = ...) -> None: ...
 
 class AlignOp(_message.Message):
     __slots__ = ("source_segment", "target_segment")
@@ -308,16 +409,28 @@ class AlignOp(_message.Message):
     def __init__(self, source_segment: _Optional[str] = ..., target_segment: _Optional[str] = ...) -> None: ...
 
 class GetTrainSegmentsRequest(_message.Message):
-    __slots__ = ("model",)
+    __slots__ = ("model", "after_seq")
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     model: ModelRef
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ...) -> None: ...
+    after_seq: int
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class GetTrainSegmentsResponse(_message.Message):
-    __slots__ = ("segments",)
+    __slots__ = ("segments", "through")
     SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
     segments: _containers.RepeatedCompositeFieldContainer[TrainSegmentOp]
-    def __init__(self, segments: _Optional[_Iterable[_Union[TrainSegmentOp, _Mapping]]] = ...) -> None: ...
+    through: int
+    def __init__(self, segments: _Optional[_Iterable[_Union[TrainSegmentOp, _Mapping]]] = ..., through: _Optional[int] = ...) -> None: ...
+
+class TrainSegmentsChunk(_message.Message):
+    __slots__ = ("segments", "through")
+    SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
+    segments: _containers.RepeatedCompositeFieldContainer[TrainSegmentOp]
+    through: int
+    def __init__(self, segments: _Optional[_Iterable[_Union[TrainSegmentOp, _Mapping]]] = ..., through: _Optional[int] = ...) -> None: ...
 
 class LoadModel(_message.Message):
     __slots__ = ("model",)
@@ -346,3 +459,11 @@ class Cancel(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class CatchUp(_message.Message):
+    __slots__ = ("model", "through")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
+    model: ModelRef
+    through: int
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., through: _Optional[int] = ...) -> None: ...

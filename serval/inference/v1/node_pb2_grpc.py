@@ -34,6 +34,9 @@ class InferenceNodeApiStub:
 
     PROTOCOL_VERSION is carried in Hello and Welcome. Additions keep the version; any change
     an older peer would misread bumps it, and the API service rejects versions it cannot speak.
+    Version 2: results travel in this protocol's own messages (TranslationResult, WordGraph,
+    WordAlignmentResult below), no longer in Serval's client messages, and TranslateOp says what
+    the caller will read (`detail`).
     """
 
     def __init__(self, channel):
@@ -52,6 +55,11 @@ class InferenceNodeApiStub:
                 request_serializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.SerializeToString,
                 response_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsResponse.FromString,
                 _registered_method=True)
+        self.StreamTrainSegments = channel.unary_stream(
+                '/serval.inference.v1.InferenceNodeApi/StreamTrainSegments',
+                request_serializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.SerializeToString,
+                response_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.TrainSegmentsChunk.FromString,
+                _registered_method=True)
 
 
 class InferenceNodeApiServicer:
@@ -63,6 +71,9 @@ class InferenceNodeApiServicer:
 
     PROTOCOL_VERSION is carried in Hello and Welcome. Additions keep the version; any change
     an older peer would misread bumps it, and the API service rejects versions it cannot speak.
+    Version 2: results travel in this protocol's own messages (TranslationResult, WordGraph,
+    WordAlignmentResult below), no longer in Serval's client messages, and TranslateOp says what
+    the caller will read (`detail`).
     """
 
     def Connect(self, request_iterator, context):
@@ -75,6 +86,18 @@ class InferenceNodeApiServicer:
         """The segments trained (train-segment) into an engine since the build that made `model`, oldest
         first: a node loading a model whose family learns segments replays them before it reports the
         model READY, so every node and every restart serves the same learned model. Same token as Connect.
+
+        One message: past about 10,000 verse-length pairs it exceeds gRPC's 4 MiB message limit. Kept
+        for nodes of earlier releases; nodes of this one call StreamTrainSegments.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamTrainSegments(self, request, context):
+        """The same pairs as GetTrainSegments (those numbered above `after_seq`, oldest first), in
+        messages of at most about 1 MiB each, however many there are. The last message's `through` is
+        the number a node has learned up to once it applied them all (ModelStatus.trained_through).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -93,6 +116,11 @@ def add_InferenceNodeApiServicer_to_server(servicer, server):
                     request_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.FromString,
                     response_serializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsResponse.SerializeToString,
             ),
+            'StreamTrainSegments': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamTrainSegments,
+                    request_deserializer=serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.FromString,
+                    response_serializer=serval_dot_inference_dot_v1_dot_node__pb2.TrainSegmentsChunk.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'serval.inference.v1.InferenceNodeApi', rpc_method_handlers)
@@ -110,6 +138,9 @@ class InferenceNodeApi:
 
     PROTOCOL_VERSION is carried in Hello and Welcome. Additions keep the version; any change
     an older peer would misread bumps it, and the API service rejects versions it cannot speak.
+    Version 2: results travel in this protocol's own messages (TranslationResult, WordGraph,
+    WordAlignmentResult below), no longer in Serval's client messages, and TranslateOp says what
+    the caller will read (`detail`).
     """
 
     @staticmethod
@@ -156,6 +187,33 @@ class InferenceNodeApi:
             '/serval.inference.v1.InferenceNodeApi/GetTrainSegments',
             serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.SerializeToString,
             serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamTrainSegments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/serval.inference.v1.InferenceNodeApi/StreamTrainSegments',
+            serval_dot_inference_dot_v1_dot_node__pb2.GetTrainSegmentsRequest.SerializeToString,
+            serval_dot_inference_dot_v1_dot_node__pb2.TrainSegmentsChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,276 @@
+"""What an administrator looks at besides the node list (`service.admin`): the builds of every
+owner, the engines and API keys counted per family and owner, the webhook outbox's backlog, and
+one bounded long poll that answers all of it, the nodes included, once something changed. The web
+console (`/admin`, `serval_api/web/`) reads these through the admin REST API; every function needs
+the `admin` scope.
+
+The long poll compares a fingerprint of what it would answer, re-read every `OVERVIEW_TICK_S`;
+heartbeat times and free memory, which move with every heartbeat, are left out of it (they are
+answered all the same), so a quiet fleet does not wake the poll twice a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+
+from serval_api.auth import ADMIN, Caller
+from serval_api.db.models import (
+    ApiKey,
+    Build,
+    BuildState,
+    DeliveryState,
+    Engine,
+    Webhook,
+    WebhookDelivery,
+    utcnow,
+)
+from serval_api.service import admin
+from serval_api.service.context import Services
+
+RECENT_FAILURES = 20
+"""How many faulted builds the console shows, newest first."""
+RECENT_FAILURE_DAYS = 7
+"""…of those finished within this many days."""
+MAX_RUNNING_BUILDS = 500
+"""Pending and Active builds listed at most (a queue longer than this is still counted)."""
+OVERVIEW_MAX_WAIT_S = 25.0
+"""The longest an overview long poll waits for a change before it answers what it has; the
+browser then polls again. Below common proxies' 30 s idle timeouts."""
+OVERVIEW_TICK_S = 1.0
+"""How often a waiting overview poll re-reads the fleet and the database."""
+
+
+@dataclass(frozen=True)
+class BuildView:
+    id: str
+    engine_id: str
+    owner: str
+    engine_type: str
+    state: str
+    revision: int
+    progress: float | None
+    """0 to 1, as the build job last reported it; None: not reported yet."""
+    message: str | None
+    queue_depth: int | None
+    phase: str | None
+    """The stage of the build's last phase (`Train`, `Inference`), if it reported phases."""
+    step: int | None
+    step_count: int | None
+    date_created: datetime
+    date_started: datetime | None
+    date_finished: datetime | None
+
+
+@dataclass(frozen=True)
+class BuildsView:
+    running: list[BuildView]
+    """Active builds, oldest first."""
+    queued: list[BuildView]
+    """Pending builds (waiting for a job slot or for their job to start), oldest first."""
+    queue_depth: int
+    """Build jobs the job launcher holds waiting for a slot."""
+    recent_failures: list[BuildView]
+    """Faulted builds of the last `RECENT_FAILURE_DAYS` days, newest first."""
+
+
+@dataclass(frozen=True)
+class EngineCount:
+    owner: str
+    engine_type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ApiKeyCount:
+    owner: str
+    active: int
+    """Neither revoked nor expired."""
+    revoked: int
+    expired: int
+    bound: int
+    """Active keys bound to an engine."""
+
+
+@dataclass(frozen=True)
+class WebhookBacklog:
+    hooks: int
+    """Webhooks registered, of every owner."""
+    pending: int
+    """Deliveries not yet delivered nor given up."""
+    retrying: int
+    """…of which at least one attempt failed."""
+    failed_recently: int
+    """Deliveries given up in the last day."""
+    oldest_pending_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SummaryView:
+    engines: list[EngineCount]
+    api_keys: list[ApiKeyCount]
+    webhooks: WebhookBacklog
+
+
+@dataclass(frozen=True)
+class Overview:
+    version: str
+    """A fingerprint of the rest (heartbeat times and free memory left out): send it back as
+    `since` to wait for a change."""
+    nodes: list[admin.NodeView]
+    builds: BuildsView
+    summary: SummaryView
+    grpc_port: int
+    """The port inference nodes dial (`serval node --api-address HOST:PORT`)."""
+
+
+async def builds(services: Services, caller: Caller) -> BuildsView:
+    caller.require(ADMIN)
+    return await _builds(services)
+
+
+async def summary(services: Services, caller: Caller) -> SummaryView:
+    caller.require(ADMIN)
+    return await _summary(services)
+
+
+async def overview(services: Services, caller: Caller, since: str | None, wait_s: float) -> Overview:
+    """Everything the console shows. With `since` (a `version` answered before), wait up to
+    `wait_s` (at most `OVERVIEW_MAX_WAIT_S`) until the answer differs from that one; then, or when
+    the wait is over, answer what there is."""
+    caller.require(ADMIN)
+    loop = asyncio.get_running_loop()
+    wait = min(max(wait_s, 0.0), OVERVIEW_MAX_WAIT_S, services.long_poll_max_s)
+    deadline = loop.time() + wait
+    while True:
+        current = await _overview(services, caller)
+        left = deadline - loop.time()
+        if since is None or current.version != since or left <= 0:
+            return current
+        await asyncio.sleep(min(OVERVIEW_TICK_S, left))
+
+
+async def _overview(services: Services, caller: Caller) -> Overview:
+    nodes = await admin.list_nodes(services, caller)
+    running = await _builds(services)
+    counts = await _summary(services)
+    steady = [dataclasses.replace(n, last_seen=datetime.min, memory_free_bytes=0) for n in nodes]
+    version = hashlib.sha256(repr((steady, running, counts)).encode()).hexdigest()[:16]
+    return Overview(
+        version=version,
+        nodes=nodes,
+        builds=running,
+        summary=counts,
+        grpc_port=services.settings.api.grpc_port,
+    )
+
+
+async def _builds(services: Services) -> BuildsView:
+    since = utcnow() - timedelta(days=RECENT_FAILURE_DAYS)
+    live = (BuildState.PENDING.value, BuildState.ACTIVE.value)
+    async with services.db.session() as s:
+        unfinished = (
+            await s.execute(
+                select(Build, Engine.type)
+                .join(Engine, Engine.id == Build.engine_id)
+                .where(Build.state.in_(live))
+                .order_by(Build.date_created, Build.id)
+                .limit(MAX_RUNNING_BUILDS)
+            )
+        ).all()
+        faulted = (
+            await s.execute(
+                select(Build, Engine.type)
+                .join(Engine, Engine.id == Build.engine_id)
+                .where(Build.state == BuildState.FAULTED.value, Build.date_finished >= since)
+                .order_by(Build.date_finished.desc(), Build.id)
+                .limit(RECENT_FAILURES)
+            )
+        ).all()
+    views = [_build(build, kind) for build, kind in unfinished]
+    return BuildsView(
+        running=[v for v in views if v.state == BuildState.ACTIVE.value],
+        queued=[v for v in views if v.state == BuildState.PENDING.value],
+        queue_depth=services.launcher.queue_depth(),
+        recent_failures=[_build(build, kind) for build, kind in faulted],
+    )
+
+
+def _build(build: Build, engine_type: str) -> BuildView:
+    phase = build.phases[-1] if build.phases else {}
+    return BuildView(
+        id=build.id,
+        engine_id=build.engine_id,
+        owner=build.owner,
+        engine_type=engine_type,
+        state=build.state,
+        revision=build.revision,
+        progress=build.progress,
+        message=build.message,
+        queue_depth=build.queue_depth,
+        phase=phase.get("stage"),
+        step=phase.get("step"),
+        step_count=phase.get("stepCount"),
+        date_created=build.date_created,
+        date_started=build.date_started,
+        date_finished=build.date_finished,
+    )
+
+
+async def _summary(services: Services) -> SummaryView:
+    now = utcnow()
+    async with services.db.session() as s:
+        engines = (
+            await s.execute(
+                select(Engine.owner, Engine.type, func.count())
+                .group_by(Engine.owner, Engine.type)
+                .order_by(Engine.owner, Engine.type)
+            )
+        ).all()
+        keys = (
+            await s.execute(select(ApiKey.owner, ApiKey.revoked_at, ApiKey.expires_at, ApiKey.engine_id))
+        ).all()
+        hooks = (await s.execute(select(func.count()).select_from(Webhook))).scalar_one()
+        pending, retrying, oldest = (
+            await s.execute(
+                select(
+                    func.count(),
+                    func.count().filter(WebhookDelivery.attempts > 0),
+                    func.min(WebhookDelivery.created_at),
+                ).where(WebhookDelivery.state == DeliveryState.PENDING.value)
+            )
+        ).one()
+        failed = (
+            await s.execute(
+                select(func.count()).where(
+                    WebhookDelivery.state == DeliveryState.FAILED.value,
+                    WebhookDelivery.created_at >= now - timedelta(days=1),
+                )
+            )
+        ).scalar_one()
+    per_owner: dict[str, list[int]] = {}
+    for owner, revoked_at, expires_at, engine_id in keys:
+        counts = per_owner.setdefault(owner, [0, 0, 0, 0])
+        if revoked_at is not None:
+            counts[1] += 1
+        elif expires_at is not None and expires_at <= now:
+            counts[2] += 1
+        else:
+            counts[0] += 1
+            counts[3] += engine_id is not None
+    return SummaryView(
+        engines=[EngineCount(owner, kind, count) for owner, kind, count in engines],
+        api_keys=[ApiKeyCount(owner, *counts) for owner, counts in sorted(per_owner.items())],
+        webhooks=WebhookBacklog(
+            hooks=hooks,
+            pending=pending,
+            retrying=retrying,
+            failed_recently=failed,
+            oldest_pending_at=oldest,
+        ),
+    )

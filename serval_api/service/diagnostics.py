@@ -1,0 +1,128 @@
+"""A build's warnings and problems as Serval 1.20's structured diagnostics
+(`executionData.diagnostics`: `{code, category, message, severity, data}`, severity `Info`, `Warn`
+or `Error`), with `diagnosticsTruncated` when there were more than `MAX_DIAGNOSTICS`.
+
+Codes Serval defines keep its numbers, category, severity and message (`BuildDiagnosticService`):
+`CONFIG-0003` (few segments to train on), `MODEL-0001`/`MODEL-0002` (a language the base model does
+not know), `MODEL-0003` (a book's pretranslations unusually unsure), `MODEL-0004` (unknown languages
+and nothing to train on). This service's own start at 1001 in their category: the export's warnings
+(`CONFIG-1001`, `CONFIG-1002`), a build job's warnings (`JOB-1001`) and a fault (`BUILD-1001`).
+Every text of the older `warnings` list is also a diagnostic's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import Any
+
+MAX_DIAGNOSTICS = 1000
+"""Serval's `BuildJobOptions.MaxDiagnostics`."""
+MINIMUM_TRAIN_COUNT = 600
+"""Fewer segments than this to train on is `CONFIG-0003` (Serval's `MinimumTrainCount`, about the
+Gospel of Mark)."""
+
+Diagnostic = dict[str, Any]
+"""As stored in the build's execution data and sent: `{code, category, message, severity, data}`."""
+
+
+class Severity(StrEnum):
+    INFO = "Info"
+    WARN = "Warn"
+    ERROR = "Error"
+
+
+_RANK: dict[Any, int] = {Severity.INFO: 0, Severity.WARN: 1, Severity.ERROR: 2}
+
+
+def diagnostic(code: str, severity: Severity, message: str, data: dict[str, Any] | None = None) -> Diagnostic:
+    return {
+        "code": code,
+        "category": code.split("-", 1)[0],
+        "message": message,
+        "severity": severity.value,
+        "data": data or {},
+    }
+
+
+def few_training_segments(train_count: int) -> Diagnostic:
+    return diagnostic(
+        "CONFIG-0003",
+        Severity.WARN,
+        f"Only {train_count} segments were selected for training. Training on fewer than "
+        f"{MINIMUM_TRAIN_COUNT} segments is not recommended.",
+        {"trainCount": train_count, "minimumTrainCount": MINIMUM_TRAIN_COUNT},
+    )
+
+
+def unknown_script(side: str, resolved_code: str, model_name: str) -> Diagnostic:
+    """`side`: "source" (MODEL-0001) or "target" (MODEL-0002)."""
+    return diagnostic(
+        "MODEL-0001" if side == "source" else "MODEL-0002",
+        Severity.WARN,
+        f"The script for the {side} language ‘{resolved_code}’ is not known to the base model {model_name}.",
+        {"resolvedCode": resolved_code, "modelName": model_name},
+    )
+
+
+def low_book_confidence(book: str, average: float, model_name: str) -> Diagnostic:
+    return diagnostic(
+        "MODEL-0003",
+        Severity.WARN,
+        f"The average pretranslation model confidence {average} in book {book} is unusually low for "
+        f"the base model {model_name}.",
+        {"averagePretranslationConfidence": average, "bookId": book, "modelName": model_name},
+    )
+
+
+def unknown_languages_untrained(tags: Sequence[str], model_name: str) -> Diagnostic:
+    return diagnostic(
+        "MODEL-0004",
+        Severity.ERROR,
+        f"The following language codes are unknown to the base model {model_name}: {', '.join(tags)}; "
+        "and no language data was selected for training.",
+        {"modelName": model_name, "unknownLanguageCodes": list(tags)},
+    )
+
+
+def corpus_language(message: str, *, corpus_ref: str, side: str, corpus_id: str, language: str) -> Diagnostic:
+    """A corpus in another language than the engine's side (the export's warning `message`)."""
+    data = {"parallelCorpusId": corpus_ref, "side": side, "corpusId": corpus_id, "language": language}
+    return diagnostic("CONFIG-1001", Severity.WARN, message, data)
+
+
+def nothing_to_train(message: str) -> Diagnostic:
+    """Training asked for, but the corpora hold no parallel segments (the export's warning)."""
+    return diagnostic("CONFIG-1002", Severity.WARN, message)
+
+
+def job_warning(message: str) -> Diagnostic:
+    """A warning the build job reported (UpdateBuildExecutionData's `warnings`)."""
+    return diagnostic("JOB-1001", Severity.WARN, message)
+
+
+def build_fault(message: str) -> Diagnostic:
+    """Why the build faulted (its `message`)."""
+    return diagnostic("BUILD-1001", Severity.ERROR, message)
+
+
+def merged(recorded: dict[str, Any] | None, added: Iterable[Diagnostic]) -> dict[str, Any]:
+    """The execution data's `diagnostics` and `diagnosticsTruncated` with `added` joined to what
+    `recorded` (the execution data) holds: one of each (code, message), at most `MAX_DIAGNOSTICS`
+    (the most severe kept, as Serval), `diagnosticsTruncated` once any was left out."""
+    recorded = recorded or {}
+    every: dict[tuple[str, str], Diagnostic] = {}
+    for item in [*(recorded.get("diagnostics") or []), *added]:
+        every.setdefault((str(item.get("code")), str(item.get("message"))), item)
+    kept = list(every.values())
+    truncated = bool(recorded.get("diagnosticsTruncated"))
+    if len(kept) > MAX_DIAGNOSTICS:
+        truncated = True
+        kept = sorted(kept, key=lambda d: -_RANK.get(d.get("severity"), 0))[:MAX_DIAGNOSTICS]
+    return {"diagnostics": kept, "diagnosticsTruncated": truncated}
+
+
+def with_fault(execution_data: dict[str, Any] | None, message: str) -> dict[str, Any]:
+    """`execution_data` with the fault `message` as an `Error` diagnostic (`BUILD-1001`)."""
+    recorded = execution_data or {}
+    return {**recorded, **merged(recorded, [build_fault(message)])}

@@ -1,0 +1,32 @@
+"""The transport-neutral model of what engines answer: translation results, word graphs and word
+alignments, immutable and checked on construction (as SIL's machine.py keeps `TranslationResult`
+and `WordGraph`).
+
+The service layer, the dispatcher and the node's engine families speak only this model; each
+transport converts at its own edge: Serval REST (`serval_api/rest/`), Serval gRPC
+(`serval_api/grpc/`), the node protocol (`inference_gpu/protocol.py` and
+`serval_api/routing/codec.py`), SIL Converters' dialect and LibreTranslate's.
+"""
+
+from serval_common.core.detail import Detail
+from serval_common.core.results import (
+    AlignedWordPair,
+    InvalidResult,
+    Phrase,
+    TranslationResult,
+    TranslationSource,
+    WordAlignmentResult,
+)
+from serval_common.core.word_graph import WordGraph, WordGraphArc
+
+__all__ = [
+    "AlignedWordPair",
+    "Detail",
+    "InvalidResult",
+    "Phrase",
+    "TranslationResult",
+    "TranslationSource",
+    "WordAlignmentResult",
+    "WordGraph",
+    "WordGraphArc",
+]

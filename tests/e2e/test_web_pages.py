@@ -1,0 +1,456 @@
+"""The two web pages in a real browser: Debian's chromium, driven by Playwright, loads `/` and
+`/admin` from an in-process API service with a real node process serving the tiny base model, and
+types, clicks and reads what a person would see (docs/web-pages.md).
+
+Chromium comes from Debian (`scripts/system-packages.sh` installs it), never from Playwright's own
+download. Without it the tests are skipped on a developer's machine and fail under CI (`CI=true`).
+Every wait is bounded (Playwright's `expect` with `WAIT_MS`); nothing is timed.
+
+One API service and one node (with one engine built and loaded) serve the whole module; the test
+of an unreachable service stops an API service of its own.
+
+`SERVAL_TEST_SCREENSHOTS=1` writes the screenshots into docs/images/ (otherwise into the test's
+temporary folder): `SERVAL_TEST_SCREENSHOTS=1 pytest tests/e2e/test_web_pages.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+from serval_api.auth import ADMIN, READ_ENGINES
+from serval_api.service.keys import create_node_token
+from serval_common.settings import ApiSettings, Settings
+from serval_common.store import open_store
+from tests.api.conftest import RunningApi, create_engine
+from tests.e2e.conftest import BASE_MODEL
+from tests.e2e.nodes import Node, admin_nodes, built_engines
+from tests.helpers import fresh_database, publish_tiny_base_model, wait_until
+
+pytestmark = [
+    pytest.mark.sqlite_pass_only,  # the admin routes' database work: tests/api/test_admin_console.py
+    pytest.mark.timeout(240),  # each test, the module's API service and node included for the first
+]
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+"""The machine's network is closed: nothing Chromium would fetch by itself is asked for."""
+WAIT_MS = 60_000
+"""The longest any expectation waits (both passes of `make test` share two cores, and a starved
+node process can miss heartbeats for half a minute)."""
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "images"
+VIEWPORT = {"width": 1200, "height": 900}
+SEGMENT = "In the beginning was the Word, and the Word was with God."
+N_BEST = 4
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or next(
+        (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None
+    )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = chromium()
+    if executable is None:
+        message = "Debian's chromium is missing: run scripts/system-packages.sh (as root) to install it"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    expect.set_options(timeout=WAIT_MS)
+    with sync_playwright() as playwright:
+        # launch() gives every browser a fresh, temporary profile (user-data dir) of its own.
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@dataclass
+class Site:
+    """The module's API service, its node, and an engine built and loaded on it."""
+
+    api: RunningApi
+    node: Node
+    client: httpx.Client
+    """The engine owner's client (`translator`)."""
+    engine: dict[str, Any]
+
+
+def api_settings(home: Path, database_url: str) -> Settings:
+    return Settings(
+        home=home,
+        database_url=database_url,
+        api=ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.5),
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -> Iterator[Site]:
+    home = tmp_path_factory.mktemp("web")
+    with fresh_database(home) as database_url:
+        api = RunningApi(api_settings(home, database_url))
+        try:
+            store = open_store((home / "store").resolve().as_uri())
+            publish_tiny_base_model(store, tiny_ct2_model, BASE_MODEL)
+            assert api.service.services is not None
+            _, token = api.run(create_node_token(api.service.services.db, "web"))
+            node = Node(api, home, token, "web-node")
+            try:
+                [(client, engine)] = built_engines(api, store, 1, owners=("translator",))
+                try:
+                    yield Site(api, node, client, engine)
+                finally:
+                    client.close()
+            finally:
+                node.stop()
+        finally:
+            api.close()
+
+
+class Watched:
+    """A page with what it asked for and what its console said."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.context = browser.new_context(viewport=VIEWPORT, service_workers="block")
+        self.context.set_default_timeout(WAIT_MS)
+        self.context.set_default_navigation_timeout(WAIT_MS)
+        self.page: Page = self.context.new_page()
+        self.urls: list[str] = []
+        self.console: list[str] = []
+        self.page.on("request", lambda request: self.urls.append(request.url))
+        self.page.on("console", lambda message: self.console.append(f"{message.type}: {message.text}"))
+
+    def close(self) -> None:
+        self.context.close()
+
+    def assert_clean(self, key: str) -> None:
+        assert not [u for u in self.urls if key in u], "the key must never travel in an address"
+        assert not [c for c in self.console if "Content Security Policy" in c], self.console
+        assert not [u for u in self.urls if not u.startswith("http://127.0.0.1:")], (
+            "nothing from another site"
+        )
+
+
+@pytest.fixture
+def watched(browser: Browser) -> Iterator[Watched]:
+    page = Watched(browser)
+    try:
+        yield page
+    finally:
+        page.close()
+
+
+def screenshot(page: Page, name: str, tmp_path: Path) -> Path:
+    folder = SCREENSHOTS if os.environ.get("SERVAL_TEST_SCREENSHOTS") else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+# ---- the playground ------------------------------------------------------------------------------
+
+
+def test_playground_translates_shows_alternatives_confidence_alignment_and_completes_a_prefix(
+    site: Site, tmp_path: Path, watched: Watched
+) -> None:
+    api, client, engine = site.api, site.client, site.engine
+    # What the engine answers, as a client reads it: the page must show the same.
+    expected = client.post(
+        f"/translation/engines/{engine['id']}/translate/{N_BEST}", json=SEGMENT, timeout=60
+    )
+    assert expected.status_code == 200, expected.text
+    results: list[dict[str, Any]] = expected.json()
+    best = results[0]
+    aligned = sorted({pair["targetIndex"] for pair in best["alignment"]})
+    assert aligned, "the tiny model aligns its words"
+    key = api.api_key("translator", (READ_ENGINES,))
+    page = watched.page
+
+    answer = page.goto(api.rest_url + "/")
+    assert answer is not None and answer.status == 200
+    assert "default-src 'self'" in answer.headers["content-security-policy"]
+    page.fill("#key", key)
+    page.click("#use-key")
+    expect(page.locator(f"#model option[value='{engine['id']}']")).to_be_attached()
+    assert page.locator("#languages option").count() >= 200, "every language of the base model"
+    expect(page.locator("#languages option[value='Arabic (arb_Arab)']")).to_be_attached()
+    expect(page.locator("#source")).to_have_value("English (eng_Latn)")
+    expect(page.locator("#target")).to_have_value("Swahili (swh_Latn)")
+
+    # The public base model through LibreTranslate's /translate: a translation and alternatives.
+    page.fill("#text", SEGMENT)
+    page.click("#translate")
+    expect(page.locator("#status")).to_contain_text("Translated in")
+    expect(page.locator("#translation")).not_to_be_empty()
+    expect(page.locator("#no-words")).to_be_visible()
+    assert page.locator("#alternatives li").count() >= 1
+    expect(page.locator("#sample-request")).to_contain_text(f"{api.rest_url}/translate")
+    expect(page.locator("#sample-request")).to_contain_text("X-API-Key: $SERVAL_API_KEY")
+    expect(page.locator("#sample-response")).to_contain_text("HTTP/1.1 200")
+    expect(page.locator("#sample-response")).to_contain_text("translatedText")
+    assert key not in page.locator("#sample-request").inner_text()
+
+    page.click("#swap")
+    expect(page.locator("#source")).to_have_value("Swahili (swh_Latn)")
+    expect(page.locator("#target")).to_have_value("English (eng_Latn)")
+    page.click("#swap")
+
+    # The engine through its own API: n-best, per-word confidence, alignment on hover.
+    page.select_option("#model", engine["id"])
+    expect(page.locator("#source")).to_be_disabled()
+    expect(page.locator("#source")).to_have_value("English (eng_Latn)")
+    page.click("#translate")
+    expect(page.locator("#revision")).to_have_text(f"revision {engine['modelRevision'] or 1}")
+    words = page.locator("#translation .word")
+    expect(words).to_have_count(len(best["targetTokens"]))
+    assert words.all_inner_texts() == best["targetTokens"]
+    shown = [float(w.get_attribute("data-confidence") or "nan") for w in words.all()]
+    assert shown == pytest.approx(best["confidences"], abs=1e-3)
+    assert all(re.search(r"\bconf-[0-4]\b", w.get_attribute("class") or "") for w in words.all())
+    expect(page.locator("#alternatives li")).to_have_count(max(1, len(results) - 1))
+    if len(results) > 1:
+        expect(page.locator("#alternatives li").first).to_contain_text(results[1]["translation"])
+    expect(page.locator("#sample-request")).to_contain_text(f"/translate/{N_BEST}")
+
+    target_index = aligned[0]
+    sources = sorted({p["sourceIndex"] for p in best["alignment"] if p["targetIndex"] == target_index})
+    words.nth(target_index).hover()
+    linked = page.locator("#source-words .word.linked")
+    expect(linked).to_have_count(len(sources))
+    assert [int(i) for i in linked.evaluate_all("els => els.map(e => e.dataset.index)")] == sources
+    playground = screenshot(page, "playground.png", tmp_path)
+    page.mouse.move(0, 0)
+    expect(linked).to_have_count(0)
+
+    # Interactive translation: a typed prefix is completed by the engine; Tab accepts.
+    expect(page.locator("#interactive")).to_be_visible()
+    prefix = best["targetTokens"][0] + " "
+    page.locator("#prefix").press_sequentially(prefix)
+    expect(page.locator("#completion .typed")).to_have_text(prefix)
+    expect(page.locator("#sample-request")).to_contain_text("translate-prefix")
+    completed = client.post(
+        f"/translation/engines/{engine['id']}/translate-prefix",
+        json={"segment": SEGMENT, "prefix": prefix, "n": 1},
+        timeout=60,
+    ).json()[0]["translation"]
+    # The engine may join the typed words to the rest its own way ("Basi " and ", …" is "Basi, …").
+    assert completed.startswith(prefix.rstrip())
+    rest = (
+        completed[len(prefix) :]
+        if completed.startswith(prefix)
+        else completed[len(prefix.rstrip()) :].lstrip()
+    )
+    expect(page.locator("#completion .suggested")).to_have_text(rest)
+    page.locator("#prefix").press("Tab")
+    expect(page.locator("#prefix")).to_have_value(completed)
+
+    # Right-to-left text is laid out right to left, by the browser's own reading of it.
+    page.fill("#text", "في البدء كان الكلمة")
+    assert page.eval_on_selector("#text", "el => el.matches(':dir(rtl)')")
+    assert page.eval_on_selector("#translation", "el => el.getAttribute('dir')") == "auto"
+
+    # The key is kept in the browser: a new visit starts with it.
+    page.reload()
+    expect(page.locator("#key")).to_have_value(key)
+    expect(page.locator(f"#model option[value='{engine['id']}']")).to_be_attached()
+    watched.assert_clean(key)
+    assert playground.stat().st_size > 10_000
+
+
+# ---- the console -----------------------------------------------------------------------------------
+
+
+def job_stub(api: RunningApi) -> platform_pb2_grpc.TranslationPlatformApiStub:
+    return platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
+
+
+def report_progress(api: RunningApi, job_token: str, build_id: str, progress: float, step: int) -> None:
+    job_stub(api).UpdateBuildStatus(
+        platform_pb2.UpdateBuildStatusRequest(
+            build_id=build_id,
+            step=step,
+            progress=progress,
+            message=f"training step {step}",
+            phases=[platform_pb2.Phase(stage=platform_pb2.PHASE_STAGE_TRAIN, step=step, step_count=100)],
+        ),
+        metadata=(("authorization", f"Bearer {job_token}"),),
+    )
+
+
+def test_console_shows_the_node_its_model_a_moving_build_and_drains(
+    site: Site, tmp_path: Path, watched: Watched
+) -> None:
+    api, client, engine = site.api, site.client, site.engine
+    assert (
+        client.post(f"/translation/engines/{engine['id']}/translate", json=SEGMENT, timeout=60).status_code
+        == 200
+    )
+    building = create_engine(client, targetLanguage="fr", name="French draft")
+    assert client.post(f"/translation/engines/{building['id']}/builds", json={}).status_code == 201
+    spec = api.launcher.specs[-1]
+    job_stub(api).BuildStarted(
+        platform_pb2.BuildStartedRequest(build_id=spec.build_id),
+        metadata=(("authorization", f"Bearer {spec.job_token}"),),
+    )
+    report_progress(api, spec.job_token, spec.build_id, 0.25, 25)
+    failing = create_engine(client, targetLanguage="de", name="German draft")
+    assert client.post(f"/translation/engines/{failing['id']}/builds", json={}).status_code == 201
+    fault = api.launcher.specs[-1]
+    job_stub(api).BuildFaulted(
+        platform_pb2.BuildFaultedRequest(build_id=fault.build_id, message="CUDA out of memory at step 12"),
+        metadata=(("authorization", f"Bearer {fault.job_token}"),),
+    )
+    key = api.api_key("ops", (ADMIN,))
+    page = watched.page
+
+    answer = page.goto(api.rest_url + "/admin")
+    assert answer is not None and answer.status == 200
+    page.fill("#key", key)
+    page.click("#sign-in")
+    expect(page.locator("#state")).to_contain_text("Live")
+
+    # The node that connected, with its loaded model and the engine it serves.
+    row = page.locator("#nodes tr[data-node='web-node']")
+    expect(row).to_contain_text("serving")
+    expect(row).to_contain_text("cpu")
+    expect(row.locator(".models")).to_contain_text(f"{engine['id']}/1")
+    expect(row.locator(".models")).to_contain_text("ready")
+    expect(row.locator(".models")).to_contain_text("MiB")
+    expect(row.locator("meter")).to_have_count(2)
+    expect(page.locator("#health-status")).to_contain_text("Healthy")
+    expect(page.locator("#engine-counts")).to_contain_text("translator")
+
+    # A running build's progress bar moves as its job reports, without a reload.
+    build = page.locator(f"#builds tr[data-build='{spec.build_id}']")
+    expect(build.locator("progress")).to_have_attribute("value", "0.25")
+    expect(build).to_contain_text("Train 25/100")
+    report_progress(api, spec.job_token, spec.build_id, 0.6, 60)
+    expect(build.locator("progress")).to_have_attribute("value", "0.6")
+    expect(build.locator(".percent")).to_have_text("60%")
+    expect(build).to_contain_text("training step 60")
+    failure = page.locator(f"#failures tr[data-build='{fault.build_id}']")
+    expect(failure).to_contain_text("CUDA out of memory at step 12")
+    expect(failure).to_contain_text(failing["id"])
+    console = screenshot(page, "console.png", tmp_path)
+
+    # Drain: the button drains the node (the admin API says so too), and undrains it.
+    row.get_by_role("button", name="Drain").click()
+    expect(page.locator("#action")).to_have_text("Draining web-node: done.")
+    expect(row).to_contain_text("draining")
+    expect(row).to_contain_text("drained from the console")
+    wait_until(lambda: admin_nodes(api)["web-node"]["drained"], 30, "the node drained")
+    row.get_by_role("button", name="Undrain").click()
+    expect(page.locator("#action")).to_have_text("Undraining web-node: done.")
+    expect(row).to_contain_text("serving")
+    wait_until(lambda: not admin_nodes(api)["web-node"]["drained"], 30, "the node undrained")
+
+    # A node token, shown once with the command that starts a node with it.
+    page.fill("#token-name", "gpu-pool")
+    page.click("#create-token")
+    expect(page.locator("#token-command")).to_contain_text("serval node --api-address")
+    command = page.locator("#token-command").inner_text()
+    assert re.search(r"SERVAL_NODE__TOKEN='node_\S+'", command), command
+    assert f":{api.service.grpc_port} " in command
+    token = page.locator("#tokens tr", has_text="gpu-pool")
+    expect(token.get_by_role("button", name="Revoke")).to_be_visible()
+    token.get_by_role("button", name="Revoke").click()
+    expect(token).to_contain_text("revoked")
+
+    # An API key bound to an engine, created and revoked.
+    page.fill("#key-owner", "translator")
+    page.fill("#key-engine", engine["id"])
+    page.click("#create-key")
+    expect(page.locator("#key-plaintext")).to_contain_text("serval_")
+    created = page.locator("#key-plaintext").inner_text().strip()
+    with httpx.Client(base_url=api.rest_url, timeout=30) as http:
+        languages = http.get("/api/v1/translate/languages/", headers={"X-API-Key": created})
+        assert languages.json() == ["eng_Latn", "swh_Latn"], "the new key translates its engine's pair"
+        bound = page.locator("#keys tr", has_text=engine["id"])
+        expect(bound).to_contain_text("active")
+        bound.get_by_role("button", name="Revoke").click()
+        expect(bound).to_contain_text("revoked")
+        assert http.get("/api/v1/translate/languages/", headers={"X-API-Key": created}).status_code == 401
+
+    # The service stops answering: the page says so at once, and recovers by itself.
+    page.route("**/api/v1/admin/overview*", lambda route: route.abort())
+    page.click("#sign-in")
+    expect(page.locator("#state")).to_contain_text("The service is not answering")
+    expect(page.locator("#panels")).to_have_class(re.compile(r"\bstale\b"))
+    page.unroute("**/api/v1/admin/overview*")
+    expect(page.locator("#state")).to_contain_text("Live")
+    watched.assert_clean(key)
+    assert console.stat().st_size > 10_000
+
+
+def test_console_refuses_a_key_without_the_admin_scope(site: Site, watched: Watched) -> None:
+    api = site.api
+    key = api.api_key("translator", (READ_ENGINES,))
+    with httpx.Client(base_url=api.rest_url, headers={"X-API-Key": key}, timeout=30) as http:
+        assert http.get("/api/v1/admin/overview").status_code == 403
+    page = watched.page
+    page.goto(api.rest_url + "/admin")
+    page.fill("#key", key)
+    page.click("#sign-in")
+    expect(page.locator("#state")).to_contain_text("not an administrator's")
+    expect(page.locator("#state")).to_contain_text("403")
+    expect(page.locator("#panels")).to_be_hidden()
+    page.fill("#key", "serval_not-a-key")
+    page.click("#sign-in")
+    expect(page.locator("#state")).to_contain_text("The key is not accepted")
+    watched.assert_clean(key)
+
+
+def test_both_pages_say_so_when_the_service_is_down(tmp_path: Path, watched: Watched) -> None:
+    """An API service of its own, stopped while both pages are open: each says the service is not
+    answering (no endless spinner), and the console keeps what it showed, marked stale."""
+    with fresh_database(tmp_path) as database_url:
+        api = RunningApi(api_settings(tmp_path, database_url))
+        stopped = False
+        try:
+            key = api.api_key("ops", (ADMIN, READ_ENGINES))
+            console = watched.page
+            console.goto(api.rest_url + "/admin")
+            console.fill("#key", key)
+            console.click("#sign-in")
+            expect(console.locator("#state")).to_contain_text("Live")
+            expect(console.locator("#health-status")).not_to_be_empty()  # Degraded: no node here
+            health = console.locator("#health-status").inner_text()
+            playground = watched.context.new_page()
+            playground.goto(api.rest_url + "/")
+            playground.fill("#key", key)
+            playground.click("#use-key")
+            expect(playground.locator("#status")).to_contain_text("No model is published")  # it answers
+
+            api.close()
+            stopped = True
+            expect(console.locator("#state")).to_contain_text("The service is not answering")
+            expect(console.locator("#panels")).to_have_class(re.compile(r"\bstale\b"))
+            expect(console.locator("#health-status")).to_have_text(health)  # what it last knew
+            playground.click("#use-key")
+            expect(playground.locator("#status")).to_contain_text("The service is not answering")
+            watched.assert_clean(key)
+        finally:
+            if not stopped:
+                api.close()
