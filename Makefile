@@ -19,13 +19,13 @@ demo: $(VENV)/.installed
 # The whole suite on SQLite and, at the same time, the tests that use a database again on a private
 # throwaway PostgreSQL cluster (scripts/postgres.sh); the PostgreSQL pass's output follows the SQLite one's.
 # SERVAL_TEST_SPLIT_PASSES moves a few slow database-free modules to the PostgreSQL pass (tests/conftest.py),
-# unless SERVAL_TEST_POSTGRES=skip leaves that pass out.
+# unless SERVAL_TEST_POSTGRES=skip leaves that pass out. Each pass ends with its 20 slowest tests.
 test: lint
 	@scripts/system-packages.sh
 	@mkdir -p .serval
 	@export SERVAL_TEST_SPLIT_PASSES=$$([ "$${SERVAL_TEST_POSTGRES:-}" = skip ] || echo 1); \
-	scripts/postgres.sh run $(BIN)/python -m pytest -q -p no:cacheprovider >.serval/postgres-pass.log 2>&1 & pg=$$!; \
-	$(BIN)/python -m pytest -q; sqlite=$$?; \
+	scripts/postgres.sh run $(BIN)/python -m pytest -q --durations=20 -p no:cacheprovider >.serval/postgres-pass.log 2>&1 & pg=$$!; \
+	$(BIN)/python -m pytest -q --durations=20; sqlite=$$?; \
 	wait $$pg; postgres=$$?; \
 	echo "--- the PostgreSQL pass (exit $$postgres) ---"; cat .serval/postgres-pass.log; \
 	test $$sqlite -eq 0 -a $$postgres -eq 0
