@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from serval_api.auth import ADMIN
+from serval_api.auth import ADMIN, READ_ENGINES
 from serval_api.service.keys import create_api_key
 from serval_cli import processes
 from serval_cli.admin import with_db
@@ -113,7 +113,7 @@ class System:
             201,
             "POST",
             "/api/v1/admin/api-keys",
-            {"owner": OWNER, "scopes": ["read:engines"], "engineId": engine_id},
+            {"owner": OWNER, "scopes": [READ_ENGINES], "engineId": engine_id},
         )
         return str(created["key"])
 

@@ -64,6 +64,10 @@ GRANTABLE_SCOPES = frozenset(ALL_SCOPES) | frozenset(SERVAL_ONLY_SCOPES)
 """What `POST /api-keys` may grant: every scope but key management's (Serval's `Scopes.Grantable`)
 and this service's own `admin`, which only `serval admin api-key` and `/admin/api-keys` hand out."""
 
+KNOWN_SCOPES = GRANTABLE_SCOPES | API_KEY_SCOPES | {ADMIN}
+"""Every scope a key may hold: what an administrator (`serval admin api-key`, `/admin/api-keys`)
+may grant. A name outside it would authorize nothing, so it is refused rather than stored."""
+
 API_KEY_HEADER = "X-API-Key"
 API_KEY_METADATA = "x-api-key"
 

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from serval_api.auth import API_KEY_SCOPES, KEY_LIMIT_FIELDS, Caller, KeyLimits
+from serval_api.auth import API_KEY_SCOPES, KEY_LIMIT_FIELDS, KNOWN_SCOPES, Caller, KeyLimits
 from serval_api.db.database import Database
 from serval_api.db.models import ApiKey, Engine, EngineType, NodeToken, utcnow
 from serval_api.errors import InvalidArgument, NotFound
@@ -43,6 +43,11 @@ async def create_api_key(
     `overrides` replaces the per-key limits' settings for it."""
     if not owner.strip():
         raise InvalidArgument("owner must not be empty")
+    scopes = list(scopes)
+    unknown = sorted(set(scopes) - KNOWN_SCOPES)
+    if unknown:
+        shown = ", ".join(limits.shown(s) for s in unknown[:5])
+        raise InvalidArgument(f"unknown scope {shown}; use any of {', '.join(sorted(KNOWN_SCOPES))}")
     plaintext = API_KEY_PREFIX + secrets.token_urlsafe(32)
     record = ApiKey(
         id=new_id(),

@@ -46,6 +46,14 @@ def test_bad_scopes_are_400(admin: httpx.Client, scopes: list[str]) -> None:
     assert admin.post("/admin/api-keys", json={"owner": "x", "scopes": scopes}).status_code == 400
 
 
+def test_a_scope_no_check_knows_is_refused_with_the_known_ones(admin: httpx.Client) -> None:
+    """`read:engines` looks like a scope but no check reads it: a key holding it could do nothing."""
+    response = admin.post("/admin/api-keys", json={"owner": "x", "scopes": ["read:engines", READ_ENGINES]})
+    assert response.status_code == 400, response.text
+    assert "read:engines" in response.text and READ_ENGINES in response.text
+    assert admin.get("/admin/api-keys", params={"owner": "x"}).json() == []
+
+
 def test_empty_owner_is_400(admin: httpx.Client) -> None:
     response = admin.post("/admin/api-keys", json={"owner": " ", "scopes": list(ALL_ENGINE_SCOPES)})
     assert response.status_code == 400
