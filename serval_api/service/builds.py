@@ -20,6 +20,7 @@ from serval_api.errors import Conflict, InvalidArgument, NotFound, ServalError, 
 from serval_api.service import (
     build_corpora,
     build_model,
+    build_segments,
     corpus_export,
     corpus_files,
     diagnostics,
@@ -160,7 +161,7 @@ async def _record_build(
     name: str | None,
     options: dict[str, Any] | None,
     parsed: JobOptions,
-    plan: corpus_export.ExportPlan,
+    plan: build_segments.ExportPlan,
     types: frozenset[EngineType],
 ) -> tuple[Build, JobSpec]:
     """The Pending build, recorded with its engine marked building and its webhook events queued,
@@ -205,7 +206,7 @@ async def _record_build(
 
 
 async def _write_and_launch(
-    services: Services, build: Build, plan: corpus_export.ExportPlan, spec: JobSpec
+    services: Services, build: Build, plan: build_segments.ExportPlan, spec: JobSpec
 ) -> None:
     """The build's files written and its job launched; a failure faults the build. The answer is
     the build as created, Pending at revision 1, whatever follows: a client long-polls for

@@ -1,11 +1,13 @@
 """The corpora a build reads and their files: the corpus descriptions the build export chooses
 from (`ParallelSource`, its sides' `MonolingualSource`s and their `CorpusFileSource`s, each side
-carrying the `TextFilter`s chosen of it), and reading Text and Paratext files into rows.
+carrying the `TextFilter`s chosen of it), and reading Text and Paratext files into rows, or a
+corpus's whole target side for quotation-mark detection (`target_text`).
 
 Segments are keyed by (textId, ref). A Text file's ref is `{textId}:{lineNumber}` (1-based);
 a Paratext zip's text ids are book ids and its refs verse references (`MAT 1:1`), read with
 SIL's `sil-machine`. Several corpora on one side merge (`segments`), the first non-empty segment
-winning. Choosing the corpora and writing the build files is `corpus_export.py`'s.
+winning. Choosing the corpora is `build_catalog.py`'s, pairing their segments
+`build_segments.py`'s, and writing the build files `corpus_export.py`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from serval_api.errors import InvalidArgument, concealed, outage
 from serval_api.service.file_contents import Downloads
@@ -99,6 +102,20 @@ def segments(
                 if row.text.strip() and wanted.admits(row.text_id, row.chapter):
                     merged.setdefault((row.text_id, row.ref), row)
     return merged
+
+
+def target_text(reader: FileReader, pc: ParallelSource) -> dict[str, Any]:
+    """Paratext books as USFM, since sil-machine's quote convention detector reads USFM; Text
+    files as their lines."""
+    books: list[dict[str, str]] = []
+    texts: list[dict[str, Any]] = []
+    for corpus in pc.target:
+        for file in corpus.files:
+            if file.format == FileFormat.PARATEXT:
+                books.extend({"textId": book, "usfm": usfm} for book, usfm in reader.usfm_books(file))
+            else:
+                texts.append({"textId": file.text_id, "segments": [row.text for row in reader.rows(file)]})
+    return {"corpusId": pc.id, "books": books, "texts": texts}
 
 
 class FileReader:

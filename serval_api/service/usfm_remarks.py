@@ -39,7 +39,7 @@ def pretranslate_chapters(
     """The chapters of `book` that the build's pretranslate source filters name by scripture range,
     in filter order (a whole book: each chapter up to `last_chapter`), as Serval lists them;
     empty when no filter names the book's chapters."""
-    from serval_api.service.corpus_export import parse_scripture_range
+    from serval_api.service.build_catalog import parse_scripture_range
 
     chapters: list[int] = []
     for entry in load_pretranslate(stored_pretranslate) or []:

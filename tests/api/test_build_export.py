@@ -13,7 +13,7 @@ from google.protobuf import empty_pb2
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.auth import ALL_SCOPES
-from serval_api.service.corpus_export import NO_PAIRS
+from serval_api.service.build_segments import NO_PAIRS
 from serval_common.store import ModelStore
 from tests.api.conftest import RunningApi, create_engine
 

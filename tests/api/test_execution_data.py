@@ -17,7 +17,7 @@ from serval.translation.v1 import platform_pb2
 from serval_api.auth import ALL_SCOPES
 from serval_api.builds.recovery import MAX_RESTARTS, recover_builds
 from serval_api.service import diagnostics
-from serval_api.service.corpus_export import NO_PAIRS
+from serval_api.service.build_segments import NO_PAIRS
 from serval_api.service.verse_counts import verse_count, verse_of
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import store_from_settings

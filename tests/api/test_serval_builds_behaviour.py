@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from serval_api.auth import ALL_SCOPES
-from serval_api.service.corpus_export import NO_PAIRS
+from serval_api.service.build_segments import NO_PAIRS
 from serval_api.service.keys import create_node_token
 from serval_cli import processes
 from serval_common.jobs import CANCELED_EXIT_CODE
