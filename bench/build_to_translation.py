@@ -23,7 +23,7 @@ from typing import Any
 from build_jobs.finetune import finetune
 from serval_cli import processes
 from serval_cli.bootstrap import create_credentials
-from serval_cli.builds import engine_path
+from serval_cli.build_watch import engine_path
 from serval_cli.demo import BASE_MODEL, ensure_base_model, fine_tune_pairs, upload_corpus
 from serval_common.manifest import fetch_folder
 from serval_common.settings import Settings, StoreSettings

@@ -37,7 +37,7 @@ from rich.table import Table
 
 from serval_cli import processes
 from serval_cli.bootstrap import create_credentials
-from serval_cli.builds import UpdateHandler, engine_path, watch_build
+from serval_cli.build_watch import UpdateHandler, engine_path, watch_build
 from serval_cli.config import load_settings
 from serval_cli.corpus import VersePair, demo_pairs
 from serval_common.settings import Settings

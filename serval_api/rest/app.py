@@ -18,7 +18,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from serval_api.errors import INTERNAL_ERROR, PayloadTooLarge, ServalError, invalid_key, outage
 from serval_api.metrics import ApiMetrics, RestMetricsMiddleware
 from serval_api.rest import (
-    admin,
+    admin_console,
+    admin_credentials,
+    admin_nodes,
     api_keys,
     builds,
     builds_feed,
@@ -30,6 +32,7 @@ from serval_api.rest import (
     files,
     hooks,
     libretranslate,
+    libretranslate_protocol,
     metrics,
     openapi,
     parallel_corpora,
@@ -57,7 +60,9 @@ def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> Fas
         builds,
         translation,
         status,
-        admin,
+        admin_credentials,
+        admin_nodes,
+        admin_console,
         downloads,
         files,
         corpora,
@@ -120,7 +125,7 @@ class InternalErrors:
                 await _error_response(unavailable, scope["path"])(scope, receive, send)
                 return
             message = error_reference(INTERNAL_ERROR, error, log, ids)
-            shape = "error" if scope["path"] in libretranslate.PATHS else "message"
+            shape = "error" if scope["path"] in libretranslate_protocol.PATHS else "message"
             await JSONResponse({shape: message}, status_code=500)(scope, receive, send)
 
 
@@ -166,8 +171,8 @@ class BodyLimit:
 
 def _error_response(error: ServalError, path: str = "") -> JSONResponse:
     """`error` in Serval's shape, or in LibreTranslate's on its routes."""
-    if path in libretranslate.PATHS:
-        return libretranslate.error_response(error)
+    if path in libretranslate_protocol.PATHS:
+        return libretranslate_protocol.error_response(error)
     headers = {}
     if error.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
@@ -187,7 +192,7 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
     (LibreTranslate's on its routes: a wrong method there answers `{"error"}`)."""
     if not is_body_allowed_for_status_code(error.status_code):
         return Response(status_code=error.status_code, headers=error.headers)
-    shape = "error" if request.url.path in libretranslate.PATHS else "message"
+    shape = "error" if request.url.path in libretranslate_protocol.PATHS else "message"
     return JSONResponse({shape: error.detail}, status_code=error.status_code, headers=error.headers)
 
 

@@ -38,7 +38,7 @@ from serval_api.auth import (
     UPDATE_ENGINES,
 )
 from serval_api.rest.app import create_app
-from serval_api.rest.libretranslate import PATHS as LIBRETRANSLATE_PATHS
+from serval_api.rest.libretranslate_protocol import PATHS as LIBRETRANSLATE_PATHS
 from serval_common.settings import ApiSettings, Settings
 from tests.api.conftest import RunningApi
 from tests.api.endpoints import NEW_HOOK, OTHER_OWNER, OWNER, SIL_CONVERTERS_ENDPOINTS, Grpc, Rest, World
@@ -557,7 +557,7 @@ def test_rest_access(api: RunningApi, world: World, row: Rest) -> None:
 
 @pytest.mark.parametrize("row", LIBRETRANSLATE_REST, ids=lambda r: f"{r.method} {r.path}")
 def test_libretranslate_access(api: RunningApi, row: Rest) -> None:
-    from serval_api.rest.libretranslate import INVALID_KEY, KEY_REQUIRED
+    from serval_api.rest.libretranslate_protocol import INVALID_KEY, KEY_REQUIRED
 
     def call(key: str | None) -> httpx.Response:
         fields = {**(row.data or {}), **({"api_key": key} if key else {})}

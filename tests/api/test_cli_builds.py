@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from serval.translation.v1 import platform_pb2
-from serval_cli.builds import BuildWatchError, watch_build
+from serval_cli.build_watch import BuildWatchError, watch_build
 from serval_cli.main import app
 from serval_cli.processes import RestClient, free_port
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine

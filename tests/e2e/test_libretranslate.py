@@ -19,7 +19,7 @@ from deep_translator.exceptions import AuthorizationException
 from libretranslatepy import LibreTranslateAPI
 
 from serval_api.auth import ADMIN, ALL_ENGINE_SCOPES, CREATE_ENGINES, READ_ENGINES, Caller
-from serval_api.rest.libretranslate import FILES_DISABLED, INVALID_KEY, KEY_REQUIRED
+from serval_api.rest.libretranslate_protocol import FILES_DISABLED, INVALID_KEY, KEY_REQUIRED
 from serval_api.service import Services, text_translation
 from serval_api.service.keys import create_node_token
 from serval_common.store import ModelStore
