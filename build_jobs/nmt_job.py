@@ -6,8 +6,9 @@ leaves nothing in the model store (docs/build-options.md, "Phases and cancels").
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypedDict
 
 from build_jobs.progress import BuildProgress
 from build_jobs.publish import base_model_prefix, inference_only_manifest, publish_revision
@@ -24,23 +25,26 @@ PRETRANSLATE_BASE_MODEL = (0.1, 0.9)
 
 
 @dataclass(frozen=True)
-class Outcome:
-    corpus_size: int
-    confidence: float
-    scores: dict[str, float]
-    summary: str
-    """the build's last message, after `published revision N`"""
-
-
-@dataclass(frozen=True)
 class Prepared:
     """The revision to publish: a trained model in local folders, or (no folders) the base
-    model's weights."""
+    model's weights; `built`, what the build reports once it is published (less what it
+    pretranslated)."""
 
-    outcome: Outcome
+    built: Built
     manifest: Manifest
     ct2_dir: Path | None = None
     hf_dir: Path | None = None
+
+
+class RevisionFields(TypedDict):
+    """The revision a build makes, as `inference_only_manifest` and `train_model` take it."""
+
+    engine_id: str
+    revision: int
+    build_id: str
+    base_model: str
+    source_language: str
+    target_language: str
 
 
 class NmtBuildJob(FamilyBuildJob):
@@ -48,128 +52,98 @@ class NmtBuildJob(FamilyBuildJob):
         super().__init__(args, settings, store, progress)
         self.options = BuildOptions.parse(args.options_json)
         self.base_model = self.options.base_model or settings.jobs.default_base_model
+        self.revision = RevisionFields(
+            engine_id=args.engine_id,
+            revision=args.revision,
+            build_id=args.build_id,
+            base_model=self.base_model,
+            source_language=args.source_language,
+            target_language=args.target_language,
+        )
 
     def build(self) -> Built:
         args, store, progress = self.args, self.store, self.progress
         with tempfile.TemporaryDirectory(prefix="serval-build-") as work:
-            if args.train:
-                prepared = _train(args, self.options, self.base_model, store, progress, Path(work))
-            else:
-                prepared = _take_base_model(args, self.base_model, store, progress)
-            pretranslated = _pretranslate(args, self.options, self.base_model, store, progress, prepared)
+            prepared = self._train(Path(work)) if args.train else self._take_base_model()
+            pretranslated = self._pretranslate(prepared)
             progress.update(0.97 if args.train else 0.95, f"publishing revision {args.revision}")
             publish_revision(
                 store, prepared.manifest, prepared.ct2_dir, prepared.hf_dir, check=progress.check_cancel
             )
-        outcome = prepared.outcome
-        return Built(
-            corpus_size=outcome.corpus_size,
-            confidence=outcome.confidence,
-            summary=outcome.summary,
-            scores=outcome.scores,
-            pretranslated=pretranslated,
-        )
+        return replace(prepared.built, pretranslated=pretranslated)
 
+    def _take_base_model(self) -> Prepared:
+        self.progress.update(0.1, f"revision {self.args.revision} serves the base model {self.base_model}")
+        manifest = inference_only_manifest(self.store, **self.revision)
+        built = Built(corpus_size=0, confidence=0.0, summary=" (the base model's weights)")
+        return Prepared(built=built, manifest=manifest)
 
-def _take_base_model(args: JobSpec, base_model: str, store: ModelStore, progress: BuildProgress) -> Prepared:
-    progress.update(0.1, f"revision {args.revision} serves the base model {base_model}")
-    manifest = inference_only_manifest(
-        store,
-        engine_id=args.engine_id,
-        revision=args.revision,
-        build_id=args.build_id,
-        base_model=base_model,
-        source_language=args.source_language,
-        target_language=args.target_language,
-    )
-    outcome = Outcome(corpus_size=0, confidence=0.0, scores={}, summary=" (the base model's weights)")
-    return Prepared(outcome=outcome, manifest=manifest)
+    def _train(self, work: Path) -> Prepared:
+        from build_jobs.train_build import train_model
 
-
-def _train(
-    args: JobSpec,
-    options: BuildOptions,
-    base_model: str,
-    store: ModelStore,
-    progress: BuildProgress,
-    work: Path,
-) -> Prepared:
-    from build_jobs.train_build import train_model
-
-    trained = train_model(
-        store,
-        engine_id=args.engine_id,
-        revision=args.revision,
-        build_id=args.build_id,
-        base_model=base_model,
-        source_language=args.source_language,
-        target_language=args.target_language,
-        options=options,
-        work=work,
-        phase=progress.update,
-        on_train_step=progress.train_step,
-        should_cancel=progress.should_cancel,
-    )
-    scores = trained.manifest.scores
-    for name, value in scores.items():
-        metric, when = name.rsplit("_", 1)
-        progress.scalar(metric, when, value, 0 if when == "before" else trained.steps)
-    summary = (
-        f": trained {trained.steps} steps in {trained.seconds:.0f} s, "
-        f"chrF {scores['chrf_before']:.1f} → {scores['chrf_after']:.1f} "
-        f"({trained.train_pairs} training pairs, {trained.eval_pairs} held out)"
-    )
-    outcome = Outcome(
-        corpus_size=trained.train_pairs,
-        confidence=scores.get("chrf_after", 0.0),
-        scores=scores,
-        summary=summary,
-    )
-    return Prepared(
-        outcome=outcome, manifest=trained.manifest, ct2_dir=trained.ct2_dir, hf_dir=trained.hf_dir
-    )
-
-
-def _pretranslate(
-    args: JobSpec,
-    options: BuildOptions,
-    base_model: str,
-    store: ModelStore,
-    progress: BuildProgress,
-    prepared: Prepared,
-) -> int:
-    """Pretranslate with the model the build is about to publish (the trained model's local
-    folder, or the base model) and stream the rows; clients see them once the build completes."""
-    from build_jobs.pretranslate import decoding_limit, pretranslate, pretranslate_stored_model
-
-    if prepared.ct2_dir is not None:
-        report = progress.within(*PRETRANSLATE_AFTER_TRAINING, "Inference", "pretranslating segments")
-        rows = pretranslate(
-            store,
-            args.build_id,
-            prepared.ct2_dir,
-            args.source_language,
-            args.target_language,
-            beams=options.pretranslate_beams,
-            batch_size=options.pretranslate_batch_size,
-            max_length=decoding_limit(prepared.manifest.max_positions),
-            progress=report,
+        progress = self.progress
+        trained = train_model(
+            self.store,
+            **self.revision,
+            options=self.options,
+            work=work,
+            phase=progress.update,
+            on_train_step=progress.train_step,
             should_cancel=progress.should_cancel,
         )
-    else:
-        report = progress.within(*PRETRANSLATE_BASE_MODEL, "Inference", "pretranslating segments")
-        rows = pretranslate_stored_model(
-            store,
-            base_model_prefix(base_model),
-            build_id=args.build_id,
-            source_code=args.source_language,
-            target_code=args.target_language,
-            beams=options.pretranslate_beams,
-            batch_size=options.pretranslate_batch_size,
-            progress=report,
-            should_cancel=progress.should_cancel,
+        scores = trained.manifest.scores
+        for name, value in scores.items():
+            metric, when = name.rsplit("_", 1)
+            progress.scalar(metric, when, value, 0 if when == "before" else trained.steps)
+        summary = (
+            f": trained {trained.steps} steps in {trained.seconds:.0f} s, "
+            f"chrF {scores['chrf_before']:.1f} → {scores['chrf_after']:.1f} "
+            f"({trained.train_pairs} training pairs, {trained.eval_pairs} held out)"
         )
-    progress.check_cancel()
-    if rows:
-        progress.platform.insert_pretranslations(args.engine_id, rows)
-    return len(rows)
+        built = Built(
+            corpus_size=trained.train_pairs,
+            confidence=scores.get("chrf_after", 0.0),
+            summary=summary,
+            scores=scores,
+        )
+        return Prepared(
+            built=built, manifest=trained.manifest, ct2_dir=trained.ct2_dir, hf_dir=trained.hf_dir
+        )
+
+    def _pretranslate(self, prepared: Prepared) -> int:
+        """Pretranslate with the model the build is about to publish (the trained model's local
+        folder, or the base model) and stream the rows; clients see them once the build completes."""
+        from build_jobs.pretranslate import decoding_limit, pretranslate, pretranslate_stored_model
+
+        args, options, store, progress = self.args, self.options, self.store, self.progress
+        if prepared.ct2_dir is not None:
+            report = progress.within(*PRETRANSLATE_AFTER_TRAINING, "Inference", "pretranslating segments")
+            rows = pretranslate(
+                store,
+                args.build_id,
+                prepared.ct2_dir,
+                args.source_language,
+                args.target_language,
+                beams=options.pretranslate_beams,
+                batch_size=options.pretranslate_batch_size,
+                max_length=decoding_limit(prepared.manifest.max_positions),
+                progress=report,
+                should_cancel=progress.should_cancel,
+            )
+        else:
+            report = progress.within(*PRETRANSLATE_BASE_MODEL, "Inference", "pretranslating segments")
+            rows = pretranslate_stored_model(
+                store,
+                base_model_prefix(self.base_model),
+                build_id=args.build_id,
+                source_code=args.source_language,
+                target_code=args.target_language,
+                beams=options.pretranslate_beams,
+                batch_size=options.pretranslate_batch_size,
+                progress=report,
+                should_cancel=progress.should_cancel,
+            )
+        progress.check_cancel()
+        if rows:
+            progress.platform.insert_pretranslations(args.engine_id, rows)
+        return len(rows)

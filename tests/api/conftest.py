@@ -12,6 +12,7 @@ import grpc
 import httpx
 import pytest
 
+from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.app import ApiService
 from serval_api.auth import ALL_ENGINE_SCOPES
 from serval_api.builds.launcher import JobLauncher, JobSpec
@@ -111,6 +112,44 @@ def create_engine(client: httpx.Client, engine_type: str = "nmt", **fields: Any)
     assert response.status_code == 201, response.text
     engine: dict[str, Any] = response.json()
     return engine
+
+
+def job_metadata(job_token: str) -> tuple[tuple[str, str]]:
+    """A build job's credentials on a platform API call."""
+    return (("authorization", f"Bearer {job_token}"),)
+
+
+def start_build(api: RunningApi, client: httpx.Client, **engine: str) -> tuple[str, str, str]:
+    """An engine with a build its job reported started: (engine id, build id, job token)."""
+    created = create_engine(client, **engine)
+    assert client.post(f"/translation/engines/{created['id']}/builds", json={}).status_code == 201
+    spec = api.launcher.specs[-1]
+    platform = platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
+    platform.BuildStarted(
+        platform_pb2.BuildStartedRequest(build_id=spec.build_id), metadata=job_metadata(spec.job_token)
+    )
+    return created["id"], spec.build_id, spec.job_token
+
+
+def report_training(api: RunningApi, build_id: str, job_token: str, progress: float, step: int) -> None:
+    """The build's job reports `progress` at training step `step` of 100 ("training step N")."""
+    platform_pb2_grpc.TranslationPlatformApiStub(api.channel).UpdateBuildStatus(
+        platform_pb2.UpdateBuildStatusRequest(
+            build_id=build_id,
+            step=step,
+            progress=progress,
+            message=f"training step {step}",
+            phases=[platform_pb2.Phase(stage=platform_pb2.PHASE_STAGE_TRAIN, step=step, step_count=100)],
+        ),
+        metadata=job_metadata(job_token),
+    )
+
+
+def report_fault(api: RunningApi, build_id: str, job_token: str, message: str) -> None:
+    """The build's job reports it faulted with `message`."""
+    platform_pb2_grpc.TranslationPlatformApiStub(api.channel).BuildFaulted(
+        platform_pb2.BuildFaultedRequest(build_id=build_id, message=message), metadata=job_metadata(job_token)
+    )
 
 
 FINAL_STATES = ("Completed", "Faulted", "Canceled")

@@ -11,9 +11,15 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.auth import ADMIN, ALL_ENGINE_SCOPES, CREATE_HOOKS, READ_ENGINES
-from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
+from tests.api.conftest import (
+    LONG_POLL_MAX_S,
+    RunningApi,
+    create_engine,
+    report_fault,
+    report_training,
+    start_build,
+)
 
 ROUTES = ("/admin/builds", "/admin/summary", "/admin/overview")
 
@@ -22,33 +28,6 @@ ROUTES = ("/admin/builds", "/admin/summary", "/admin/overview")
 def admin(api: RunningApi) -> Iterator[httpx.Client]:
     with api.client(owner="ops", scopes=(ADMIN,)) as client:
         yield client
-
-
-def job(api: RunningApi) -> platform_pb2_grpc.TranslationPlatformApiStub:
-    return platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
-
-
-def start_build(api: RunningApi, client: httpx.Client, **engine: str) -> tuple[str, str, str]:
-    """An engine with a build its job reported started: (engine id, build id, job token)."""
-    created = create_engine(client, **engine)
-    assert client.post(f"/translation/engines/{created['id']}/builds", json={}).status_code == 201
-    spec = api.launcher.specs[-1]
-    metadata = (("authorization", f"Bearer {spec.job_token}"),)
-    job(api).BuildStarted(platform_pb2.BuildStartedRequest(build_id=spec.build_id), metadata=metadata)
-    return created["id"], spec.build_id, spec.job_token
-
-
-def report(api: RunningApi, build_id: str, job_token: str, progress: float, step: int) -> None:
-    job(api).UpdateBuildStatus(
-        platform_pb2.UpdateBuildStatusRequest(
-            build_id=build_id,
-            step=step,
-            progress=progress,
-            message=f"step {step}",
-            phases=[platform_pb2.Phase(stage=platform_pb2.PHASE_STAGE_TRAIN, step=step, step_count=100)],
-        ),
-        metadata=(("authorization", f"Bearer {job_token}"),),
-    )
 
 
 def test_only_admins_read_the_console(api: RunningApi) -> None:
@@ -64,15 +43,12 @@ def test_only_admins_read_the_console(api: RunningApi) -> None:
 def test_builds_of_every_owner_with_progress_phase_and_failures(api: RunningApi, admin: httpx.Client) -> None:
     with api.client("owner-a") as a, api.client("owner-b") as b:
         engine_a, running, token = start_build(api, a, targetLanguage="fr")
-        report(api, running, token, 0.4, 40)
+        report_training(api, running, token, 0.4, 40)
         engine_b = create_engine(b, targetLanguage="de")
         assert b.post(f"/translation/engines/{engine_b['id']}/builds", json={}).status_code == 201
         queued = api.launcher.specs[-1].build_id
         _, faulted, fault_token = start_build(api, b, targetLanguage="sw")
-        job(api).BuildFaulted(
-            platform_pb2.BuildFaultedRequest(build_id=faulted, message="out of memory at step 12"),
-            metadata=(("authorization", f"Bearer {fault_token}"),),
-        )
+        report_fault(api, faulted, fault_token, "out of memory at step 12")
 
     builds = admin.get("/admin/builds")
     assert builds.status_code == 200, builds.text
@@ -82,7 +58,7 @@ def test_builds_of_every_owner_with_progress_phase_and_failures(api: RunningApi,
     assert active["engineType"] == "nmt" and active["state"] == "Active"
     assert active["progress"] == pytest.approx(0.4)
     assert (active["phase"], active["step"], active["stepCount"]) == ("Train", 40, 100)
-    assert active["message"] == "step 40"
+    assert active["message"] == "training step 40"
     assert [q["id"] for q in body["queued"]] == [queued]
     assert body["queued"][0]["owner"] == "owner-b"
     assert body["queueDepth"] == api.launcher.queue_depth()
@@ -137,7 +113,7 @@ def test_overview_long_poll_answers_a_change_or_when_the_wait_is_over(
         moved = admin.get("/admin/overview").json()
         assert moved["version"] != version
         assert [b["id"] for b in moved["builds"]["running"]] == [build]
-        later = threading.Timer(0.3, report, (api, build, token, 0.5, 50))
+        later = threading.Timer(0.3, report_training, (api, build, token, 0.5, 50))
         later.start()
         try:
             changed = admin.get("/admin/overview", params={"since": moved["version"], "wait": 30}).json()

@@ -20,7 +20,8 @@ from serval.translation.v1 import platform_pb2
 from serval_api.auth import ALL_SCOPES
 from serval_api.db.models import Webhook, WebhookDelivery, utcnow
 from serval_api.webhooks.addresses import AddressPolicy
-from serval_api.webhooks.delivery import retry_delay_s, signature
+from serval_api.webhooks.outcomes import retry_delay_s
+from serval_api.webhooks.sending import signature
 from serval_common.settings import ApiSettings, Settings, WebhookSettings
 from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.api.test_metrics import sample

@@ -27,12 +27,11 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.auth import ADMIN, READ_ENGINES
 from serval_api.service.keys import create_node_token
 from serval_common.settings import ApiSettings, Settings
 from serval_common.store import open_store
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, report_fault, report_training, start_build
 from tests.e2e.conftest import BASE_MODEL
 from tests.e2e.nodes import Node, admin_nodes, built_engines
 from tests.helpers import fresh_database, publish_tiny_base_model, wait_until
@@ -282,23 +281,6 @@ def test_playground_translates_shows_alternatives_confidence_alignment_and_compl
 # ---- the console -----------------------------------------------------------------------------------
 
 
-def job_stub(api: RunningApi) -> platform_pb2_grpc.TranslationPlatformApiStub:
-    return platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
-
-
-def report_progress(api: RunningApi, job_token: str, build_id: str, progress: float, step: int) -> None:
-    job_stub(api).UpdateBuildStatus(
-        platform_pb2.UpdateBuildStatusRequest(
-            build_id=build_id,
-            step=step,
-            progress=progress,
-            message=f"training step {step}",
-            phases=[platform_pb2.Phase(stage=platform_pb2.PHASE_STAGE_TRAIN, step=step, step_count=100)],
-        ),
-        metadata=(("authorization", f"Bearer {job_token}"),),
-    )
-
-
 def test_console_shows_the_node_its_model_a_moving_build_and_drains(
     site: Site, tmp_path: Path, watched: Watched
 ) -> None:
@@ -307,21 +289,12 @@ def test_console_shows_the_node_its_model_a_moving_build_and_drains(
         client.post(f"/translation/engines/{engine['id']}/translate", json=SEGMENT, timeout=60).status_code
         == 200
     )
-    building = create_engine(client, targetLanguage="fr", name="French draft")
-    assert client.post(f"/translation/engines/{building['id']}/builds", json={}).status_code == 201
-    spec = api.launcher.specs[-1]
-    job_stub(api).BuildStarted(
-        platform_pb2.BuildStartedRequest(build_id=spec.build_id),
-        metadata=(("authorization", f"Bearer {spec.job_token}"),),
-    )
-    report_progress(api, spec.job_token, spec.build_id, 0.25, 25)
+    _, build_id, job_token = start_build(api, client, targetLanguage="fr", name="French draft")
+    report_training(api, build_id, job_token, 0.25, 25)
     failing = create_engine(client, targetLanguage="de", name="German draft")
     assert client.post(f"/translation/engines/{failing['id']}/builds", json={}).status_code == 201
     fault = api.launcher.specs[-1]
-    job_stub(api).BuildFaulted(
-        platform_pb2.BuildFaultedRequest(build_id=fault.build_id, message="CUDA out of memory at step 12"),
-        metadata=(("authorization", f"Bearer {fault.job_token}"),),
-    )
+    report_fault(api, fault.build_id, fault.job_token, "CUDA out of memory at step 12")
     key = api.api_key("ops", (ADMIN,))
     page = watched.page
 
@@ -343,10 +316,10 @@ def test_console_shows_the_node_its_model_a_moving_build_and_drains(
     expect(page.locator("#engine-counts")).to_contain_text("translator")
 
     # A running build's progress bar moves as its job reports, without a reload.
-    build = page.locator(f"#builds tr[data-build='{spec.build_id}']")
+    build = page.locator(f"#builds tr[data-build='{build_id}']")
     expect(build.locator("progress")).to_have_attribute("value", "0.25")
     expect(build).to_contain_text("Train 25/100")
-    report_progress(api, spec.job_token, spec.build_id, 0.6, 60)
+    report_training(api, build_id, job_token, 0.6, 60)
     expect(build.locator("progress")).to_have_attribute("value", "0.6")
     expect(build.locator(".percent")).to_have_text("60%")
     expect(build).to_contain_text("training step 60")
