@@ -21,13 +21,8 @@ from typing import Any
 
 import pytest
 
-from serval_api.builds.clearml import (
-    MISSING_CREDENTIALS,
-    ClearMLError,
-    ClearMLJobLauncher,
-    find_queue_id,
-    last_log_lines,
-)
+from serval_api.builds.clearml_client import MISSING_CREDENTIALS, ClearMLError, find_queue_id, last_log_lines
+from serval_api.builds.clearml_launcher import ClearMLJobLauncher
 from serval_api.builds.factory import launcher_from_settings
 from serval_api.builds.local import LocalJobLauncher
 from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec, take_job_token

@@ -409,7 +409,7 @@ def test_runs_the_real_commands(image: tuple[Image, Dockerfile]) -> None:
     if spec is IMAGES["jobs"]:
         # The ClearML agent runs `docker run <image> bash -c '…'`: an entry point would swallow it.
         assert not entrypoint
-        from serval_api.builds.clearml import ClearMLJobLauncher
+        from serval_api.builds.clearml_launcher import ClearMLJobLauncher
         from serval_common.jobs import JobSpec
 
         kwargs = ClearMLJobLauncher(Settings(), task_api=object()).create_kwargs(

@@ -24,7 +24,7 @@ def launcher_from_settings(settings: Settings) -> JobLauncher:
                 "jobs.launcher is 'clearml' but the clearml package is not installed: install the "
                 "`clearml` extra (pip install 'serval-live[clearml]')"
             ) from exc
-        from serval_api.builds.clearml import ClearMLJobLauncher
+        from serval_api.builds.clearml_launcher import ClearMLJobLauncher
 
         return ClearMLJobLauncher(settings)
     raise ValueError(

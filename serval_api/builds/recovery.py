@@ -17,7 +17,9 @@ from sqlalchemy import select
 
 from serval_api.builds.echo import ECHO_REF
 from serval_api.db.models import Build, BuildState, Engine, utcnow
-from serval_api.service import builds, diagnostics, pretranslations, revisions
+from serval_api.service import diagnostics, pretranslations, revisions
+from serval_api.service.build_start import job_spec
+from serval_api.service.build_transitions import apply_job_change, record_job_ref
 from serval_api.service.context import Services
 from serval_api.service.keys import hash_secret
 
@@ -71,7 +73,7 @@ async def _restart(services: Services, build_id: str) -> None:
         build.target_model_revision = revisions.take_revision(engine)
         restarted.append(build)
 
-    build = await builds.apply_job_change(services, build_id, restart)
+    build = await apply_job_change(services, build_id, restart)
     if build is None:
         return
     await pretranslations.discard(services, build)
@@ -85,6 +87,6 @@ async def _restart(services: Services, build_id: str) -> None:
         return
     data = build.execution_data or {}
     train = bool(data.get("trainCount") or data.get("trainSegmentCount"))
-    spec = builds.job_spec(services, build, engine, train=train, job_token=token)
+    spec = job_spec(services, build, engine, train=train, job_token=token)
     log.info("restarting the build job", extra={"build_id": build_id, "engine_id": engine.id})
-    await builds.record_job_ref(services, build_id, await services.launcher.launch(spec))
+    await record_job_ref(services, build_id, await services.launcher.launch(spec))

@@ -13,7 +13,16 @@ from serval_api.errors import NotFound, ServalError
 from serval_api.grpc import results
 from serval_api.grpc.calls import abort, caller_of, run_call, served_by
 from serval_api.grpc.corpora import build_request, options_object
-from serval_api.service import Services, builds, downloads, engines, status, translation
+from serval_api.service import (
+    Services,
+    build_start,
+    build_transitions,
+    builds,
+    downloads,
+    engines,
+    status,
+    translation,
+)
 
 
 class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
@@ -126,7 +135,7 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
                 if request.corpora
                 else None
             )
-            await builds.start_build(
+            await build_start.start_build(
                 self._services,
                 caller,
                 request.engine_id,
@@ -145,7 +154,7 @@ class TranslationEngineApi(engine_pb2_grpc.TranslationEngineApiServicer):
     ) -> engine_pb2.CancelBuildResponse:
         async def call() -> engine_pb2.CancelBuildResponse:
             caller = await caller_of(self._services, context)
-            build = await builds.cancel_current_build(self._services, caller, request.engine_id)
+            build = await build_transitions.cancel_current_build(self._services, caller, request.engine_id)
             if build is None:
                 raise NotFound(f"engine {request.engine_id} has no build pending or running")
             return engine_pb2.CancelBuildResponse(build_id=build.id)

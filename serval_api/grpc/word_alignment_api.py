@@ -12,7 +12,7 @@ from serval_api.errors import NotFound
 from serval_api.grpc import results
 from serval_api.grpc.calls import caller_of, run_call, served_by
 from serval_api.grpc.corpora import WORD_ALIGN_ON, build_request, options_object
-from serval_api.service import Services, builds, engines, status, word_alignment
+from serval_api.service import Services, build_start, build_transitions, engines, status, word_alignment
 from serval_api.service.engines import WORD_ALIGNMENT_TYPES
 
 
@@ -68,7 +68,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
                 if request.corpora
                 else None
             )
-            await builds.start_build(
+            await build_start.start_build(
                 self._services,
                 caller,
                 request.engine_id,
@@ -88,7 +88,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
     ) -> engine_pb2.CancelBuildResponse:
         async def call() -> engine_pb2.CancelBuildResponse:
             caller = await caller_of(self._services, context)
-            build = await builds.cancel_current_build(
+            build = await build_transitions.cancel_current_build(
                 self._services, caller, request.engine_id, WORD_ALIGNMENT_TYPES
             )
             if build is None:

@@ -8,7 +8,7 @@ from serval_api.rest.build_corpora import pretranslate_entries, training_entries
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.openapi import errors
 from serval_api.rest.protocol import TranslationBuild, TranslationBuildConfig, build_dto
-from serval_api.service import builds
+from serval_api.service import build_start, build_transitions, builds
 
 router = APIRouter(prefix="/api/v1/translation/engines/{engine_id}", tags=["Translation Engines"])
 
@@ -36,7 +36,7 @@ async def start_build(
     config: TranslationBuildConfig | None = None,
 ) -> TranslationBuild:
     config = config or TranslationBuildConfig()
-    build = await builds.start_build(
+    build = await build_start.start_build(
         services,
         caller,
         engine_id,
@@ -88,7 +88,7 @@ async def current_build(
 async def cancel_current_build(
     engine_id: str, services: ServicesDep, caller: CallerDep
 ) -> TranslationBuild | Response:
-    build = await builds.cancel_current_build(services, caller, engine_id)
+    build = await build_transitions.cancel_current_build(services, caller, engine_id)
     if build is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return build_dto(services.settings.api_base_url, build)

@@ -22,7 +22,7 @@ from serval_api.rest.word_alignment_protocol import (
     parallel_corpus_dto,
     word_align_entries,
 )
-from serval_api.service import builds, parallel_corpora
+from serval_api.service import build_start, build_transitions, builds, parallel_corpora
 from serval_api.service.engines import WORD_ALIGNMENT_TYPES
 
 router = APIRouter(prefix="/api/v1/word-alignment/engines/{engine_id}", tags=[TAG])
@@ -131,7 +131,7 @@ async def start_build(
     config: WordAlignmentBuildConfig | None = None,
 ) -> WordAlignmentBuild:
     config = config or WordAlignmentBuildConfig()
-    build = await builds.start_build(
+    build = await build_start.start_build(
         services,
         caller,
         engine_id,
@@ -187,7 +187,7 @@ async def current_build(
 async def cancel_current_build(
     engine_id: str, services: ServicesDep, caller: CallerDep
 ) -> WordAlignmentBuild | Response:
-    build = await builds.cancel_current_build(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
+    build = await build_transitions.cancel_current_build(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
     if build is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return build_dto(services.settings.api_base_url, build)

@@ -22,9 +22,9 @@ from serval_api.auth import READ_ENGINES, Caller
 from serval_api.db.models import Build, Engine, EngineType
 from serval_api.errors import InvalidArgument
 from serval_api.service import limits
-from serval_api.service.builds import wait_until
 from serval_api.service.changes import owner_builds_key
 from serval_api.service.context import Services
+from serval_api.service.long_poll import wait_until
 
 # `2024-05-01T12:00:00 02:00`: an offset whose `+` an unencoded query string turned into a space.
 _SPACED_OFFSET = re.compile(r"^(.*\d)\s+(\d{2}:?\d{2})$")

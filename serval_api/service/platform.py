@@ -13,7 +13,7 @@ from typing import Any
 from serval_api.db.models import Build, BuildState, Engine, utcnow
 from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import confidences, diagnostics, limits, pretranslations, revisions, train_segments
-from serval_api.service.builds import apply_job_change
+from serval_api.service.build_transitions import apply_job_change
 from serval_api.service.context import Services
 from serval_common.families import family
 from serval_common.jobs import CANCELED_EXIT_CODE

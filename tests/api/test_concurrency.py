@@ -16,7 +16,7 @@ import pytest
 from serval.translation.v1 import platform_pb2
 from serval_api.db.database import Database
 from serval_api.db.models import Build, Engine
-from serval_api.service import builds, platform
+from serval_api.service import build_transitions, platform
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
 from tests.api.test_platform_api import as_job, job_stub
 
@@ -43,7 +43,7 @@ def record_applied_revisions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     revisions: list[int] = []
 
     async def recording(services: Any, build_id: str, change: Any) -> Build | None:
-        build = await builds.apply_job_change(services, build_id, change)
+        build = await build_transitions.apply_job_change(services, build_id, change)
         if build is not None:
             revisions.append(build.revision)
         return build
