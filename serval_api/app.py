@@ -125,7 +125,7 @@ class ApiService:
             interval_s=settings.api.train_segment_check_s,
             on_catch_up=self.metrics.catch_ups.inc,
         )
-        dispatcher.on_learning_missed = learning.check_soon
+        dispatcher.train_fanout.on_learning_missed = learning.check_soon
         services = Services(
             settings=settings,
             db=db,

@@ -1,10 +1,10 @@
 """Catching up on trained segments: every node applies every pair, wherever it was trained.
 
 A pair sent with train-segment is stored first, then pushed as work to the nodes of the replica
-that took the request (`Dispatcher.train_segment`). A push can miss a node: one connected only to
-other replicas, one away or slow at the time, one whose session began after an API restart, one
-still loading the revision. So the push is only the fast path; what makes every node learn every
-pair is the database and the node itself:
+that took the request (`train_fanout.TrainSegmentFanOut`). A push can miss a node: one connected
+only to other replicas, one away or slow at the time, one whose session began after an API
+restart, one still loading the revision. So the push is only the fast path; what makes every
+node learn every pair is the database and the node itself:
 
 - every node reports, with each READY model of a family that learns segments, the pair number it
   has learned up to (`ModelStatus.trained_through`): every pair of the engine up to that number

@@ -140,7 +140,7 @@ async def _published_weights(services: Services, build_id: str) -> str | None:
 
 async def _prefetch(services: Services, build_id: str, weights: str) -> tuple[str, int] | None:
     """Have the nodes serving the engine load the build's revision before it reads Completed
-    (`Dispatcher.prefetch`, bounded by `api.completion_load_wait_s`): the engine's next translate
+    (`Placement.prefetch`, bounded by `api.completion_load_wait_s`): the engine's next translate
     is then answered by it. The (engine id, revision) asked for; None when nothing was."""
     async with services.db.session() as s:
         build = await s.get(Build, build_id)

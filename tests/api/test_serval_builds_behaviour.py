@@ -235,7 +235,7 @@ def test_translate_right_after_completed_answers_with_the_new_revision(
         assert first.status_code == 200, first.text
         assert first.headers["X-Model-Revision"] == "1"
 
-        caplog.set_level(logging.INFO, logger="serval_api.routing.dispatcher")
+        caplog.set_level(logging.INFO, logger="serval_api.routing.placement")
         build, spec = nmt.start({"trainOn": []})
         job = threading.Thread(target=nmt.run_job, args=(spec,))
         job.start()

@@ -261,7 +261,7 @@ def api_retries(caplog: pytest.LogCaptureFixture) -> int:
 def test_store_outage_while_loading_keeps_the_old_revision_serving(
     fleet: tuple[Fleet, httpx.Client], tiny_ct2_model: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="serval_api.routing.dispatcher")
+    caplog.set_level(logging.INFO, logger="serval_api.routing.request_routing")
     f, client = fleet
     url = f"/translation/engines/{f.engine_id}/translate"
     second = f.start_build(client)
@@ -329,7 +329,7 @@ def test_store_outage_while_loading_keeps_the_old_revision_serving(
 def test_a_corrupt_revision_is_never_served_and_a_later_one_loads(
     fleet: tuple[Fleet, httpx.Client], tiny_ct2_model: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="serval_api.routing.dispatcher")
+    caplog.set_level(logging.INFO, logger="serval_api.routing.request_routing")
     f, client = fleet
     url = f"/translation/engines/{f.engine_id}/translate"
     second = f.start_build(client)

@@ -51,7 +51,7 @@ def serving_node(api: RunningApi, location: str) -> str:
 def test_killing_one_of_two_nodes_fails_no_request(
     api: RunningApi, tiny_ct2_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="serval_api.routing.dispatcher")
+    caplog.set_level(logging.WARNING, logger="serval_api.routing.request_routing")
     assert api.service.services is not None
     _, token = api.run(create_node_token(api.service.services.db, "failover"))
     nodes = {name: start_node(api, tmp_path, token, name) for name in ("node-a", "node-b")}
