@@ -12,6 +12,7 @@ each request, never with the loaded model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,16 @@ class LoadedModel:
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
+
+    def held_bytes(self) -> int:
+        """What the model holds now, as its family counts it (an `smt-transfer` worker process's
+        resident memory grows as it learns), kept as `size`; the estimate while it loads."""
+        if self.model is not None:
+            with contextlib.suppress(Exception):
+                size = self.model.size_bytes
+                if size > 0:
+                    self.size = size
+        return self.size
 
 
 def model_lost(model: ServedModel) -> bool:

@@ -1,6 +1,8 @@
 """Reading a revision's files from the model store for `inference_gpu.model_manager.ModelManager`:
-the retries around each read (`StoreFetching._retrying`) and the disk cache of fetched copies
-(`StoreFetching.cached`, `_trim_cache`), as the `StoreFetching` mixin `ModelManager` inherits.
+learning a revision's weights and fetching its files (`StoreFetcher.resolve`, `fetch`), the
+retries around each read, and the disk cache of fetched copies (`StoreFetcher.cached`,
+`trim_cache`). The manager holds one `StoreFetcher`, handed the announcer to report retries to and
+what the node holds (whose folders the disk cache keeps).
 
 Failures while reading from the model store:
 
@@ -24,23 +26,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from inference_gpu.disk_cache import cache_entries, trim_cache
-from inference_gpu.loaded_model import LoadedModel
+from inference_gpu.disk_cache import cache_entries, touch, trim_cache
+from inference_gpu.held_models import HeldModels
+from inference_gpu.metrics import NodeMetrics
+from inference_gpu.model_status import StatusAnnouncer
 from serval.inference.v1 import node_pb2
-from serval_common.manifest import ChecksumMismatch, store_unavailable
-from serval_common.store import StoreError
-
-if TYPE_CHECKING:
-    from inference_gpu.metrics import NodeMetrics
-    from serval_common.settings import Settings
+from serval_common.manifest import (
+    ChecksumMismatch,
+    Manifest,
+    ResolvedRevision,
+    fetch_folder,
+    resolve_revision,
+    store_unavailable,
+)
+from serval_common.settings import Settings
+from serval_common.store import ModelStore, StoreError
 
 log = logging.getLogger("inference_gpu.model_manager")
 """The model manager's logger: these records are the manager's."""
@@ -54,29 +63,71 @@ class LoadAbandoned(StoreError):
     A `StoreError`, so work that waited for the model is answered "model unavailable"."""
 
 
-class StoreFetching:
-    """`ModelManager`'s reads from the model store and its disk cache (a mixin: the state is the
-    manager's)."""
+RefsToTell = list[node_pb2.ModelRef] | Callable[[], list[node_pb2.ModelRef]]
+"""The revisions a failed attempt is announced to (a callable: read again at each attempt)."""
 
-    if TYPE_CHECKING:
-        settings: Settings
-        metrics: NodeMetrics | None
-        _models: dict[str, LoadedModel]
-        _fetching: int
-        _cache_lock: asyncio.Lock
 
-        def _announce(
-            self,
-            ref: node_pb2.ModelRef,
-            state: int,
-            message: str = "",
-            size_bytes: int = 0,
-            trained_through: int | None = None,
-        ) -> None: ...
+class StoreFetcher:
+    """The model manager's reads from the model store and its disk cache."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: ModelStore,
+        held: HeldModels,
+        announcer: StatusAnnouncer,
+        metrics: NodeMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self._held = held
+        self._announcer = announcer
+        self.metrics = metrics
+        self._fetching = 0
+        self._cache_lock = asyncio.Lock()
+
+    async def resolve(self, ref: node_pb2.ModelRef, stop: asyncio.Event) -> ResolvedRevision:
+        """The revision's manifests and weights, retried while the store is unreachable."""
+        return await self._retrying(
+            [ref], stop, functools.partial(resolve_revision, self.store, ref.location)
+        )
+
+    async def fetch(
+        self, refs: RefsToTell, stop: asyncio.Event, ref: node_pb2.ModelRef, resolved: ResolvedRevision
+    ) -> tuple[Manifest, Path]:
+        """The revision's files in the disk cache (fetched unless a verified copy is there), retried
+        while the store is unreachable and once more after a checksum failure. Call it within
+        `fetching()`, and trim the cache after."""
+        manifest, folder = await self._retrying(
+            refs,
+            stop,
+            functools.partial(
+                fetch_folder,
+                self.store,
+                ref.location,
+                self.settings.node_cache_dir,
+                with_checkpoint=False,
+                resolved=resolved,
+            ),
+            refetch_on_checksum=True,
+        )
+        await asyncio.to_thread(touch, folder)
+        return manifest, folder
+
+    @contextlib.asynccontextmanager
+    async def fetching(self) -> AsyncIterator[None]:
+        """A fetch in progress: the disk cache is not trimmed meanwhile (`trim_cache`). The folder
+        fetched must be in `HeldModels.folders_in_use` before it ends."""
+        async with self._cache_lock:
+            self._fetching += 1
+        try:
+            yield
+        finally:
+            self._fetching -= 1
 
     async def _retrying(
         self,
-        refs: list[node_pb2.ModelRef] | Callable[[], list[node_pb2.ModelRef]],
+        refs: RefsToTell,
         stop: asyncio.Event,
         read: Callable[[], T],
         *,
@@ -94,7 +145,7 @@ class StoreFetching:
 
         def announce(message: str) -> None:
             for ref in refs() if callable(refs) else refs:
-                self._announce(ref, node_pb2.MODEL_STATE_LOADING, message)
+                self._announcer.announce(ref, node_pb2.MODEL_STATE_LOADING, message)
 
         try:
             while True:
@@ -108,7 +159,7 @@ class StoreFetching:
                             exc.key,
                         ) from exc
                     refetched = True
-                    self._count_failed_attempt("checksum")
+                    self.count_failed_attempt("checksum")
                     log.warning(
                         "model file failed checksum verification; fetching it once more",
                         extra={"file": exc.key, "error": str(exc)},
@@ -128,7 +179,7 @@ class StoreFetching:
                         ) from exc
                     wait = min(delay * random.uniform(0.5, 1.5), node.load_retry_max_s, remaining)
                     delay = min(delay * 2, node.load_retry_max_s)
-                    self._count_failed_attempt("store_unavailable")
+                    self.count_failed_attempt("store_unavailable")
                     if not retrying and self.metrics is not None:
                         self.metrics.loads_retrying.inc()
                     retrying = True
@@ -149,7 +200,8 @@ class StoreFetching:
             if retrying and self.metrics is not None:
                 self.metrics.loads_retrying.dec()
 
-    def _count_failed_attempt(self, reason: str) -> None:
+    def count_failed_attempt(self, reason: str) -> None:
+        """`serval_node_model_load_failures{reason}`: every failed attempt to load, here or not."""
         if self.metrics is not None:
             self.metrics.load_failures.labels(reason=reason).inc()
 
@@ -157,7 +209,7 @@ class StoreFetching:
         """The copies in the disk cache, least recently used first."""
         return [entry.path for entry in cache_entries(self.settings.node_cache_dir)]
 
-    async def _trim_cache(self) -> None:
+    async def trim_cache(self) -> None:
         """Delete the least recently used cached copies no model loaded or loading uses, until the
         cache fits `node.cache_budget_bytes`; the last of concurrent fetches to finish does it."""
         budget = self.settings.node.cache_budget_bytes
@@ -166,7 +218,7 @@ class StoreFetching:
         async with self._cache_lock:
             if self._fetching:
                 return
-            in_use = {m.folder for m in self._models.values() if m.folder is not None}
+            in_use = self._held.folders_in_use()
             evicted, left = await asyncio.to_thread(trim_cache, self.settings.node_cache_dir, budget, in_use)
         for path, size in evicted:
             log.info(

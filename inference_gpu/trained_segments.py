@@ -1,6 +1,7 @@
 """Trained segments on an inference node: replaying an engine's trained pairs into a freshly
-loaded model, learning pushed pairs and catching up (`TrainedSegments`, the part of
-`inference_gpu.model_manager.ModelManager` that does it).
+loaded model, learning pushed pairs and catching up (`TrainedSegments`, which
+`inference_gpu.model_manager.ModelManager` holds and hands what the node holds, the announcer and
+the way to unload a model once idle).
 
 Models that learn segments (`ServedModel.learns_segments`: `smt-transfer`, whose weights are never
 shared) replay the engine's trained segments before they are announced READY: the manager asks
@@ -26,18 +27,17 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import grpc
 
 from inference_gpu.families import ServedModel
+from inference_gpu.held_models import HeldModels
 from inference_gpu.loaded_model import LoadedModel, model_lost
+from inference_gpu.metrics import NodeMetrics
+from inference_gpu.model_status import StatusAnnouncer
 from serval.inference.v1 import node_pb2
+from serval_common.settings import Settings
 from serval_common.store import StoreError
-
-if TYPE_CHECKING:
-    from inference_gpu.metrics import NodeMetrics
-    from serval_common.settings import Settings
 
 log = logging.getLogger("inference_gpu.model_manager")
 """The model manager's logger: these records are the manager's."""
@@ -62,34 +62,26 @@ class ModelNotLoaded(StoreError):
 
 
 class TrainedSegments:
-    """`ModelManager`'s trained-segment operations (a mixin: the state is the manager's)."""
+    """The trained-segment operations on the models the node holds."""
 
-    if TYPE_CHECKING:
-        settings: Settings
-        metrics: NodeMetrics | None
-        segment_source: SegmentSource | None
-        _aliases: dict[str, LoadedModel]
-        _lost_drops: set[asyncio.Task[None]]
+    def __init__(
+        self,
+        settings: Settings,
+        held: HeldModels,
+        announcer: StatusAnnouncer,
+        unload_when_idle: Callable[[LoadedModel, str], None],
+        segment_source: SegmentSource | None = None,
+        metrics: NodeMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self._held = held
+        self._announcer = announcer
+        self._unload_when_idle = unload_when_idle
+        """Unload a model (that failed to learn a pair) once idle, without waiting for it."""
+        self.segment_source = segment_source
+        self.metrics = metrics
 
-        def hold(self, location: str) -> None: ...
-
-        def release(self, location: str) -> None: ...
-
-        @staticmethod
-        def _size(loaded: LoadedModel) -> int: ...
-
-        async def _drop_when_idle(self, loaded: LoadedModel, message: str) -> None: ...
-
-        def _announce(
-            self,
-            ref: node_pb2.ModelRef,
-            state: int,
-            message: str = "",
-            size_bytes: int = 0,
-            trained_through: int | None = None,
-        ) -> None: ...
-
-    async def _replay(self, ref: node_pb2.ModelRef, model: ServedModel, stop: asyncio.Event) -> int:
+    async def replay(self, ref: node_pb2.ModelRef, model: ServedModel, stop: asyncio.Event) -> int:
         """Apply the engine's trained segments to a freshly loaded model, retrying while the API
         service is unreachable (see the module docstring); the number it has learned up to."""
         node = self.settings.node
@@ -118,7 +110,7 @@ class TrainedSegments:
                         "error": str(exc),
                     },
                 )
-                self._announce(
+                self._announcer.announce(
                     ref,
                     node_pb2.MODEL_STATE_LOADING,
                     f"trained segments unavailable (attempt {attempt}): {exc}; next attempt in {wait:.1f} s",
@@ -197,7 +189,7 @@ class TrainedSegments:
         if through <= loaded.trained_through:
             self._announce_learned(loaded, -1)
             return
-        self.hold(ref.location)
+        self._held.hold(ref.location)
         try:
             async with loaded.learning:
                 had = loaded.trained_through
@@ -214,10 +206,10 @@ class TrainedSegments:
                     finally:
                         self._announce_learned(loaded, had)
         finally:
-            self.release(ref.location)
+            self._held.release(ref.location)
 
     def _learning_model(self, ref: node_pb2.ModelRef) -> LoadedModel:
-        loaded = self._aliases.get(ref.location)
+        loaded = self._held.by_revision.get(ref.location)
         if loaded is None or loaded.model is None or model_lost(loaded.model):
             raise ModelNotLoaded(
                 f"{ref.location} is not loaded on this node; a load of it replays the engine's trained segments"
@@ -261,12 +253,7 @@ class TrainedSegments:
         if loaded.model is None or loaded.trained_through is None or loaded.trained_through == before:
             return
         for ref in list(loaded.aliases.values()):
-            self._announce(
-                ref,
-                node_pb2.MODEL_STATE_READY,
-                size_bytes=self._size(loaded),
-                trained_through=loaded.trained_through,
-            )
+            self._announcer.ready(ref, loaded)
 
     def _learning_failed(self, loaded: LoadedModel, ref: node_pb2.ModelRef, exc: Exception) -> None:
         """The model could not learn a pair: it is unloaded once idle (a model that missed a pair is
@@ -278,11 +265,7 @@ class TrainedSegments:
             "model failed to learn a trained segment: unloading it",
             extra={"model": ref.location, "error": str(exc)},
         )
-        task = asyncio.get_running_loop().create_task(
-            self._drop_when_idle(loaded, f"failed to learn a pair: {exc}")
-        )
-        self._lost_drops.add(task)
-        task.add_done_callback(self._lost_drops.discard)
+        self._unload_when_idle(loaded, f"failed to learn a pair: {exc}")
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -56,7 +56,8 @@ def node(
     slots: Annotated[int | None, typer.Option(help="requests this node accepts at once")] = None,
 ) -> None:
     """Run an inference node that dials the API service."""
-    from inference_gpu.node import InferenceNode, NodeRejected
+    from inference_gpu.api_link import NodeRejected
+    from inference_gpu.node import InferenceNode
 
     settings = load_settings(
         home=home,

@@ -161,7 +161,7 @@ def test_the_node_aligns_with_the_published_revision(published: Published) -> No
 
     async def run() -> tuple[node_pb2.WorkResult, node_pb2.WorkResult]:
         try:
-            return await node._execute(item("align")), await node._execute(item("translate"))
+            return await node.work.execute(item("align")), await node.work.execute(item("translate"))
         finally:
             await node.models.close()
 

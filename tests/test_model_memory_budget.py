@@ -17,8 +17,9 @@ from inference_gpu.backends import BACKENDS
 from inference_gpu.backends.ctranslate2 import CTranslate2Backend
 from inference_gpu.families.nmt import NmtModel
 from inference_gpu.families.smt import SmtModel
+from inference_gpu.memory_budget import MemoryBudgetExceeded
 from inference_gpu.metrics import NodeMetrics
-from inference_gpu.model_manager import MemoryBudgetExceeded, ModelManager
+from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.settings import NodeSettings, Settings
@@ -62,7 +63,7 @@ def test_loading_past_the_budget_unloads_the_least_recently_used_idle_model(
         await models.get(ref(2))
         await models.get(ref(1))
         await models.get(ref(3))
-        assert models.loaded() == ["models/e1/1", "models/e1/3"]
+        assert models.held.loaded() == ["models/e1/1", "models/e1/3"]
         assert "2:MODEL_STATE_UNLOADED" in events and "1:MODEL_STATE_UNLOADED" not in events
         assert models.metrics is not None and models.metrics.evictions._value.get() == 1
         await models.close()
@@ -74,14 +75,14 @@ def test_a_model_in_use_is_never_unloaded_to_make_room(tmp_path: Path, tiny_ct2_
     async def scenario() -> None:
         models, events = manager(tmp_path, tiny_ct2_model, 1.5)
         await models.get(ref(1))
-        models.hold("models/e1/1")
+        models.held.hold("models/e1/1")
         with pytest.raises(MemoryBudgetExceeded, match="memory budget"):
             await models.get(ref(2))
         assert events[-1] == "2:MODEL_STATE_FAILED"
-        assert models.loaded() == ["models/e1/1"]
-        models.release("models/e1/1")
+        assert models.held.loaded() == ["models/e1/1"]
+        models.held.release("models/e1/1")
         await models.get(ref(2))
-        assert models.loaded() == ["models/e1/2"]
+        assert models.held.loaded() == ["models/e1/2"]
         await models.close()
 
     asyncio.run(scenario())
@@ -91,15 +92,15 @@ def test_unload_waits_until_work_routed_to_the_model_finishes(tmp_path: Path, ti
     async def scenario() -> None:
         models, events = manager(tmp_path, tiny_ct2_model, 0)
         model = await models.get(ref(1))
-        models.hold("models/e1/1")
+        models.held.hold("models/e1/1")
         unloading = asyncio.create_task(models.unload(ref(1)))
         translation = asyncio.create_task(model.translate("In the beginning", 1, "eng_Latn", "swh_Latn"))
         await asyncio.sleep(0.1)
         assert not unloading.done()
-        models.release("models/e1/1")
+        models.held.release("models/e1/1")
         results = await translation
         await unloading
-        assert results and models.loaded() == []
+        assert results and models.held.loaded() == []
         assert events[-1] == "1:MODEL_STATE_UNLOADED"
 
     asyncio.run(scenario())
@@ -107,7 +108,7 @@ def test_unload_waits_until_work_routed_to_the_model_finishes(tmp_path: Path, ti
 
 def cached_revisions(models: ModelManager) -> list[int]:
     """The revisions with a copy in the node's disk cache, least recently used first."""
-    return [int(path.parent.name) for path in models.cached()]
+    return [int(path.parent.name) for path in models.fetcher.cached()]
 
 
 def test_the_disk_cache_keeps_to_its_budget_evicting_unloaded_revisions_first(
@@ -147,7 +148,7 @@ def test_the_disk_cache_keeps_to_its_budget_evicting_unloaded_revisions_first(
         await models.unload(ref(2))
         await use(1)
         assert cached_revisions(models) == [4, 1], "the least recently used unloaded copies go first"
-        assert models.loaded() == ["models/e1/4", "models/e1/1"]
+        assert models.held.loaded() == ["models/e1/4", "models/e1/1"]
         assert not (settings.node_cache_dir / "models" / "e1" / "2").exists()
         translated = await (await models.get(ref(1))).translate("In the beginning", 1, "eng_Latn", "swh_Latn")
         assert translated
@@ -198,19 +199,19 @@ def test_revisions_sharing_weights_are_one_model_to_the_budget_and_to_eviction(
         refs = [node_pb2.ModelRef(engine_id=f"e{i}", revision=1, location=f"models/e{i}/1") for i in range(5)]
         served = {id(await models.get(ref)) for ref in refs}
         assert len(served) == 1, "every revision is served by the same loaded model"
-        assert models.loaded() == [ref.location for ref in refs]
-        assert models.bytes_held() == base.size_bytes, "the shared weights count once"
+        assert models.held.loaded() == [ref.location for ref in refs]
+        assert models.held.bytes_held() == base.size_bytes, "the shared weights count once"
         assert models.metrics is not None and models.metrics.load_time._sum.get() > 0
         assert models.metrics.models_loaded._value.get() == 1
         assert models.metrics.revisions_loaded._value.get() == 5
-        statuses = models.statuses()
+        statuses = models.held.statuses()
         assert len({s.model.weights for s in statuses}) == 1 and {s.size_bytes for s in statuses} == {
             base.size_bytes
         }
 
         await models.get(node_pb2.ModelRef(engine_id="tuned", revision=1, location="models/tuned/1"))
-        assert models.loaded() == ["models/tuned/1"]
-        assert models.bytes_held() == other.size_bytes
+        assert models.held.loaded() == ["models/tuned/1"]
+        assert models.held.bytes_held() == other.size_bytes
         assert models.metrics.evictions._value.get() == 1, "one eviction unloaded all five revisions"
         assert {f"{ref.location}:MODEL_STATE_UNLOADED" for ref in refs} <= set(events)
         await models.close()
@@ -237,16 +238,16 @@ def test_unloading_one_revision_keeps_the_weights_its_sibling_serves(
             refs.append(node_pb2.ModelRef(engine_id=engine, revision=1, location=f"models/{engine}/1"))
         models = ModelManager(Settings(home=tmp_path), store, NodeMetrics())
         model = await models.get(refs[0])
-        weights = models.statuses()[0].model.weights
+        weights = models.held.statuses()[0].model.weights
         # The API service names the weights: the second engine is aliased without reading its manifest.
         store.delete("models/b/1/manifest.json")
         shared = node_pb2.ModelRef(engine_id="b", revision=1, location="models/b/1", weights=weights)
         assert await models.get(shared) is model
         await models.unload(refs[0])
-        assert models.loaded() == ["models/b/1"]
+        assert models.held.loaded() == ["models/b/1"]
         assert await models.get(shared) is model
         await models.unload(shared)
-        assert models.loaded() == [] and models.bytes_held() == 0
+        assert models.held.loaded() == [] and models.held.bytes_held() == 0
         await models.close()
 
     asyncio.run(scenario())
@@ -283,7 +284,7 @@ def test_an_smt_model_counts_what_its_worker_process_holds(tmp_path: Path, thot_
         measure = ModelManager(Settings(home=tmp_path / "measure"), store, segment_source=no_segments)
         first = await measure.get(smt_ref("smt-a"))
         assert isinstance(first, SmtModel)
-        held = measure.bytes_held()
+        held = measure.held.bytes_held()
         assert held > 10 * folder_bytes, "the worker process, not the folder"
         assert abs(held - resident_bytes(first.worker_process_id)) < 0.05 * held
         await measure.close()
@@ -293,9 +294,11 @@ def test_an_smt_model_counts_what_its_worker_process_holds(tmp_path: Path, thot_
         a = await models.get(smt_ref("smt-a"))
         assert isinstance(a, SmtModel)
         await a.train_segment("In the beginning", "Hapo mwanzo", True, 1)
-        assert abs(models.bytes_held() - resident_bytes(a.worker_process_id)) < 0.05 * held
+        assert abs(models.held.bytes_held() - resident_bytes(a.worker_process_id)) < 0.05 * held
         await models.get(smt_ref("smt-b"))
-        assert models.loaded() == ["models/smt-b/1"], "two worker processes do not fit: the idle one went"
+        assert models.held.loaded() == ["models/smt-b/1"], (
+            "two worker processes do not fit: the idle one went"
+        )
         assert models.metrics is not None and models.metrics.evictions._value.get() == 1
         await models.close()
 
@@ -347,7 +350,7 @@ def test_requests_are_answered_while_a_large_model_unloads(
         SlowUnload.release.set()
         await unloading
         assert not SlowUnload.timed_out
-        assert models.loaded() == ["models/e1/2"] and "1:MODEL_STATE_UNLOADED" in events
+        assert models.held.loaded() == ["models/e1/2"] and "1:MODEL_STATE_UNLOADED" in events
         await models.close()
 
     asyncio.run(scenario())

@@ -28,7 +28,8 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import ThreadedWSGIServer
 
 from inference_gpu.metrics import NodeMetrics
-from inference_gpu.model_manager import LoadAbandoned, ModelManager
+from inference_gpu.model_manager import ModelManager
+from inference_gpu.store_fetch import LoadAbandoned
 from serval.inference.v1 import node_pb2
 from serval_common.manifest import ChecksumMismatch, Manifest, fetch_folder, publish_folder
 from serval_common.settings import NodeSettings, Settings
@@ -234,7 +235,7 @@ def test_store_outage_during_a_load_is_retried_and_the_old_revision_keeps_servin
         assert n.failures("store_unavailable") >= 3
         assert n.retrying() == 1
         assert n.failed("store_unavailable") == 0
-        assert n.models.loaded() == ["models/e1/1"]
+        assert n.models.held.loaded() == ["models/e1/1"]
         assert (await n.models.get(ref(1))) is old
         served = await old.translate(VERSE, 1, "eng_Latn", "swh_Latn")
         assert served and served[0].translation, "the old revision serves during the outage"
@@ -248,7 +249,7 @@ def test_store_outage_during_a_load_is_retried_and_the_old_revision_keeps_servin
         assert n.states(2)[-1] == "READY" and n.states(2).count("READY") == 1
         assert n.retrying() == 0
         assert n.failed("store_unavailable") == 0 and n.failed("other") == 0
-        assert sorted(n.models.loaded()) == ["models/e1/1", "models/e1/2"]
+        assert sorted(n.models.held.loaded()) == ["models/e1/1", "models/e1/2"]
         assert (await new.translate(VERSE, 1, "eng_Latn", "swh_Latn"))[0].translation
         print(
             f"{len(retry_announcements(n, 2))} failed attempts announced "
@@ -276,7 +277,7 @@ def test_store_outage_past_the_retry_budget_fails_the_load(
         assert n.failed("store_unavailable") == 1
         assert n.failures("store_unavailable") == len(retry_announcements(n, 1)) + 1
         assert n.retrying() == 0
-        assert n.models.loaded() == []
+        assert n.models.held.loaded() == []
 
         await asyncio.to_thread(s3_server.start)
         model = await n.models.get(ref(1))
@@ -344,7 +345,7 @@ def test_a_revision_failing_checksum_is_fetched_once_more_then_never_served(
         assert "not served" in message
         assert n.failures("checksum") == 2 and n.failed("checksum") == 1
         assert n.failures("store_unavailable") == 0 and n.retrying() == 0
-        assert n.models.loaded() == ["models/e1/1"], "the failed revision is not served"
+        assert n.models.held.loaded() == ["models/e1/1"], "the failed revision is not served"
         assert (await old.translate(VERSE, 1, "eng_Latn", "swh_Latn"))[0].translation
         cached = tmp_path / "node-cache" / "models" / "e1" / "2"
         assert not any(p.is_file() for p in cached.rglob("*")), "no corrupt copy is left in the cache"

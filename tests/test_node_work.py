@@ -54,7 +54,7 @@ def work(segment: str, *, location: str = "models/e1/1", deadline_in_s: float = 
 def execute(node: InferenceNode, item: node_pb2.WorkItem) -> node_pb2.WorkResult:
     async def run() -> node_pb2.WorkResult:
         try:
-            return await node._execute(item)
+            return await node.work.execute(item)
         finally:
             await node.models.close()
 
@@ -70,7 +70,7 @@ def test_translates_with_the_revision(node: InferenceNode) -> None:
 def test_work_past_its_deadline_is_dropped_unrun(node: InferenceNode) -> None:
     result = execute(node, work(VERSE, deadline_in_s=-1))
     assert result.error.code == node_pb2.WORK_ERROR_CODE_DEADLINE_EXCEEDED
-    assert node.models.statuses() == [], "no model was loaded for work nobody waits for"
+    assert node.models.held.statuses() == [], "no model was loaded for work nobody waits for"
 
 
 def test_a_draining_node_refuses_work(node: InferenceNode) -> None:

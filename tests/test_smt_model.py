@@ -35,8 +35,8 @@ from build_jobs.smt.train import train_smt
 from inference_gpu.families import model_class
 from inference_gpu.families.smt import SmtModel, WorkerLost
 from inference_gpu.families.smt_word_graph import MAX_GRAPH_WORDS
-from inference_gpu.model_manager import SegmentsUnavailable
 from inference_gpu.node import InferenceNode
+from inference_gpu.trained_segments import SegmentsUnavailable
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_common.core import TranslationSource
 from serval_common.core import WordGraph as CoreGraph
@@ -410,7 +410,7 @@ def test_a_load_whose_segments_cannot_be_fetched_fails(
     finally:
         servicer.failing = False
     assert statuses[-1].state == node_pb2.MODEL_STATE_FAILED
-    assert node.models.loaded() == []
+    assert node.models.held.loaded() == []
     runner.run(node.models.close())
 
 
@@ -426,7 +426,7 @@ def test_a_model_whose_worker_died_is_dropped_and_reloaded_with_its_segments(
     node: InferenceNode, runner: asyncio.Runner, segments_server: tuple[TrainSegments, int]
 ) -> None:
     servicer, _ = segments_server
-    publish_revision(node.models.store, manifest(4), node.models.folder_of(ref(1).location))
+    publish_revision(node.models.store, manifest(4), node.models.held.folder_of(ref(1).location))
     servicer.segments["models/e1/4"] = [
         node_pb2.TrainSegmentOp(
             source_segment=UNSEEN[0], target_segment=TARGETS[PAIRS], sentence_start=True, seq=21
@@ -444,16 +444,16 @@ def test_a_model_whose_worker_died_is_dropped_and_reloaded_with_its_segments(
     item = node_pb2.WorkItem(
         request_id="r1", model=ref(4), translate=node_pb2.TranslateOp(segment=UNSEEN[0], n=1)
     )
-    failed = runner.run(node._execute(item))
+    failed = runner.run(node.work.execute(item))
     assert failed.error.code == node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, failed
     runner.run(asyncio.sleep(0))  # the drop the model's death scheduled
-    assert ref(4).location not in node.models.loaded()
+    assert ref(4).location not in node.models.held.loaded()
     assert [s.state for s in statuses][-1] == node_pb2.MODEL_STATE_UNLOADED
     with pytest.raises(WorkerLost):
         runner.run(first.translate(UNSEEN[0], 1, SRC, TGT))
 
     answered = runner.run(
-        node._execute(node_pb2.WorkItem(request_id="r2", model=ref(4), translate=item.translate))
+        node.work.execute(node_pb2.WorkItem(request_id="r2", model=ref(4), translate=item.translate))
     )
     assert not answered.HasField("error"), answered
     second = runner.run(node.models.get(ref(4)))
@@ -518,9 +518,9 @@ def test_a_pair_never_starts_a_load(
     statuses: list[node_pb2.ModelStatus] = []
     node.models.listeners.append(statuses.append)
     try:
-        answer = runner.run(node._execute(train_item(11, 40, 0, UNSEEN[0], TARGETS[PAIRS])))
+        answer = runner.run(node.work.execute(train_item(11, 40, 0, UNSEEN[0], TARGETS[PAIRS])))
         assert answer.error.code == node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, answer
-        assert statuses == [] and ref(11).location not in node.models.loaded()
+        assert statuses == [] and ref(11).location not in node.models.held.loaded()
 
         servicer.failing = True
         try:
@@ -530,7 +530,7 @@ def test_a_pair_never_starts_a_load(
             servicer.failing = False
         assert statuses[-1].state == node_pb2.MODEL_STATE_FAILED
         failed_at = len(statuses)
-        answer = runner.run(node._execute(train_item(11, 41, 40, UNSEEN[0], TARGETS[PAIRS])))
+        answer = runner.run(node.work.execute(train_item(11, 41, 40, UNSEEN[0], TARGETS[PAIRS])))
         assert answer.error.code == node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, answer
         assert len(statuses) == failed_at, "no load started: the failed revision stays as it is"
     finally:
@@ -558,27 +558,27 @@ def test_a_model_that_missed_pairs_fetches_them_in_order(
     servicer.segments["models/e1/12"] = [op(31, 6)]
     model = runner.run(node.models.get(ref(12)))
     assert isinstance(model, SmtModel)
-    assert node.models.trained_through(ref(12).location) == 31
-    [status] = [s for s in node.models.statuses() if s.model.location == ref(12).location]
+    assert node.models.held.trained_through(ref(12).location) == 31
+    [status] = [s for s in node.models.held.statuses() if s.model.location == ref(12).location]
     assert status.HasField("trained_through") and status.trained_through == 31
     statuses: list[node_pb2.ModelStatus] = []
     node.models.listeners.append(statuses.append)
     try:
         servicer.segments["models/e1/12"] = [op(31, 6), op(32, 7), op(33, 8)]  # 32 never reached the node
-        answer = runner.run(node._execute(train_item(12, 33, 32, UNSEEN[8], TARGETS[PAIRS + 8])))
+        answer = runner.run(node.work.execute(train_item(12, 33, 32, UNSEEN[8], TARGETS[PAIRS + 8])))
         assert (answer.train_segment.seq, answer.train_segment.trained_through) == (33, 33), answer
         assert model.applied_segments == {31, 32, 33}
         assert [s.trained_through for s in statuses] == [33]
 
-        late = runner.run(node._execute(train_item(12, 32, 31, UNSEEN[7], "Not applied twice.")))
+        late = runner.run(node.work.execute(train_item(12, 32, 31, UNSEEN[7], "Not applied twice.")))
         assert late.train_segment.trained_through == 33 and model.applied_segments == {31, 32, 33}
 
         servicer.segments["models/e1/12"].append(op(34, 9))
         calls = len(servicer.calls)
-        runner.run(node.models.catch_up(ref(12), 34))
+        runner.run(node.models.segments.catch_up(ref(12), 34))
         assert model.applied_segments == {31, 32, 33, 34} and len(servicer.calls) == calls + 1
         assert statuses[-1].trained_through == 34
-        runner.run(node.models.catch_up(ref(12), 34))
+        runner.run(node.models.segments.catch_up(ref(12), 34))
         assert len(servicer.calls) == calls + 1, "nothing lacking: nothing fetched"
         [learned] = runner.run(model.translate(UNSEEN[7], 1, SRC, TGT))
         chrf = sacrebleu.sentence_chrf
