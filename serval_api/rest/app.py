@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.utils import is_body_allowed_for_status_code
+from fastapi_offline import FastAPIOffline
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -50,9 +51,20 @@ from serval_common.store import InvalidKey
 
 log = logging.getLogger(__name__)
 
+DOCS_ASSETS_PATH = "/docs-assets"
+
 
 def create_app(services: Services, api_metrics: ApiMetrics | None = None) -> FastAPI:
-    app = FastAPI(title="Serval Live", version="1")
+    # The API reference (/docs) loads Swagger UI from this service, never from a CDN: a deployment
+    # may have no internet, and the web pages take nothing from another site. No /redoc: ReDoc
+    # fetches its logo from redoc.ly.
+    app = FastAPIOffline(
+        title="Serval Live",
+        version="1",
+        static_url=DOCS_ASSETS_PATH,
+        redoc_url=None,
+        swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would post the schema to swagger.io
+    )
     app.state.services = services
     for module in (
         builds_feed,

@@ -395,6 +395,23 @@ def test_console_refuses_a_key_without_the_admin_scope(site: Site, watched: Watc
     watched.assert_clean(key)
 
 
+def test_the_api_reference_loads_nothing_from_another_site(site: Site, watched: Watched) -> None:
+    """The pages' "API reference" link: Swagger UI at /docs renders this service's operations from
+    scripts this service serves (FastAPI's default fetches them from a CDN, which a closed network
+    never answers). There is no /redoc: ReDoc fetches its logo from redoc.ly."""
+    page = watched.page
+    page.goto(site.api.rest_url + "/")
+    page.click("text=API reference")
+    expect(page).to_have_url(re.compile(r"/docs$"))
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Serval Live")
+    operation = page.locator(".opblock-summary-path", has_text="/api/v1/translation/engines").first
+    expect(operation).to_be_visible()
+    assert any(u.endswith("/docs-assets/swagger-ui-bundle.js") for u in watched.urls), watched.urls
+    own = (site.api.rest_url, f"blob:{site.api.rest_url}")
+    assert not [u for u in watched.urls if not u.startswith(own)], "nothing from another site"
+    assert httpx.get(site.api.rest_url + "/redoc", timeout=30).status_code == 404
+
+
 def test_both_pages_say_so_when_the_service_is_down(tmp_path: Path, watched: Watched) -> None:
     """An API service of its own, stopped while both pages are open: each says the service is not
     answering (no endless spinner), and the console keeps what it showed, marked stale."""
