@@ -1,6 +1,7 @@
 """Real node processes for end-to-end tests against an in-process API service: starting one with
 its metrics, building inference-only engines of the tiny base model through the platform API (as
-an inference-only build job does), and reading what the node and the admin API report."""
+an inference-only build job does) and `smt-transfer` engines serving a given Thot model folder,
+and reading what the node and the admin API report."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from typing import Any
 
 import httpx
 
-from build_jobs.publish import publish_inference_only
+from build_jobs.publish import publish_inference_only, publish_revision
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.auth import ADMIN
 from serval_cli import processes
-from serval_common.store import ModelStore
+from serval_common.manifest import Manifest
+from serval_common.store import ModelStore, open_store
 from tests.api.conftest import RunningApi, create_engine
 from tests.e2e.conftest import BASE_MODEL
 from tests.helpers import free_port, wait_until
@@ -117,3 +119,26 @@ def admin_nodes(api: RunningApi) -> dict[str, dict[str, Any]]:
     with api.client("ops", (ADMIN,)) as admin:
         nodes = admin.get("/admin/nodes").json()
     return {n["id"]: n for n in nodes}
+
+
+def smt_engine(api: RunningApi, client: httpx.Client, folder: Path) -> str:
+    """An smt-transfer engine whose build published `folder` as revision 1 (the test plays the job)."""
+    engine_id: str = create_engine(client, engine_type="smt-transfer")["id"]
+    started = client.post(f"/translation/engines/{engine_id}/builds", json={"trainOn": []})
+    assert started.status_code == 201, started.text
+    spec = api.launcher.specs[-1]
+    manifest = Manifest(
+        kind="model-revision",
+        backend="thot-smt",
+        engine_id=engine_id,
+        revision=spec.revision,
+        build_id=spec.build_id,
+        source_language="en",
+        target_language="sw",
+    )
+    publish_revision(open_store((api.service.settings.home / "store").resolve().as_uri()), manifest, folder)
+    job = platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
+    auth = (("authorization", f"Bearer {spec.job_token}"),)
+    job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=spec.build_id), metadata=auth)
+    job.BuildCompleted(platform_pb2.BuildCompletedRequest(build_id=spec.build_id), metadata=auth)
+    return engine_id

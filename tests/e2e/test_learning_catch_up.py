@@ -18,16 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from build_jobs.publish import publish_revision
-from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.auth import ADMIN
 from serval_api.service.keys import create_node_token
 from serval_cli import processes
-from serval_common.manifest import Manifest
 from serval_common.settings import ApiSettings, Settings
-from serval_common.store import open_store
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi
 from tests.conftest import THOT_MODEL_PAIRS
+from tests.e2e.nodes import smt_engine
 from tests.helpers import TEST_DATABASE_URL, free_port, verse_pairs, wait_until
 
 pytestmark = pytest.mark.database
@@ -99,29 +96,6 @@ def node_models(api: RunningApi, node_id: str) -> dict[str, dict[str, Any]]:
     if answer.status_code != 200 or answer.json().get("status") not in ("serving", "draining"):
         return {}
     return {f"models/{m['engineId']}/{m['revision']}": m for m in answer.json()["models"]}
-
-
-def smt_engine(api: RunningApi, client: httpx.Client, folder: Path) -> str:
-    """An smt-transfer engine whose build published `folder` as revision 1 (the test plays the job)."""
-    engine_id: str = create_engine(client, engine_type="smt-transfer")["id"]
-    started = client.post(f"/translation/engines/{engine_id}/builds", json={"trainOn": []})
-    assert started.status_code == 201, started.text
-    spec = api.launcher.specs[-1]
-    manifest = Manifest(
-        kind="model-revision",
-        backend="thot-smt",
-        engine_id=engine_id,
-        revision=spec.revision,
-        build_id=spec.build_id,
-        source_language="en",
-        target_language="sw",
-    )
-    publish_revision(open_store((api.service.settings.home / "store").resolve().as_uri()), manifest, folder)
-    job = platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
-    auth = (("authorization", f"Bearer {spec.job_token}"),)
-    job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=spec.build_id), metadata=auth)
-    job.BuildCompleted(platform_pb2.BuildCompletedRequest(build_id=spec.build_id), metadata=auth)
-    return engine_id
 
 
 def translate(client: httpx.Client, engine_id: str, segment: str) -> str:

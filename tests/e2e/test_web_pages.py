@@ -33,7 +33,7 @@ from serval_common.settings import ApiSettings, Settings
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine, report_fault, report_training, start_build
 from tests.e2e.conftest import BASE_MODEL
-from tests.e2e.nodes import Node, admin_nodes, built_engines
+from tests.e2e.nodes import Node, admin_nodes, built_engines, smt_engine
 from tests.helpers import fresh_database, publish_tiny_base_model, wait_until
 
 pytestmark = [
@@ -171,6 +171,23 @@ def screenshot(page: Page, name: str, tmp_path: Path) -> Path:
 # ---- the playground ------------------------------------------------------------------------------
 
 
+def completion(client: httpx.Client, engine_id: str, segment: str, prefix: str) -> tuple[str, str]:
+    """The engine's completion of `prefix`, as a client reads it, and the part after what was typed
+    (the page shows that part as the suggestion)."""
+    answer = client.post(
+        f"/translation/engines/{engine_id}/translate-prefix",
+        json={"segment": segment, "prefix": prefix, "n": 1},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    completed: str = answer.json()[0]["translation"]
+    # The engine may join the typed words to the rest its own way ("Basi " and ", …" is "Basi, …").
+    assert completed.startswith(prefix.rstrip())
+    if completed.startswith(prefix):
+        return completed, completed[len(prefix) :]
+    return completed, completed[len(prefix.rstrip()) :].lstrip()
+
+
 def test_playground_translates_shows_alternatives_confidence_alignment_and_completes_a_prefix(
     site: Site, tmp_path: Path, watched: Watched
 ) -> None:
@@ -249,18 +266,7 @@ def test_playground_translates_shows_alternatives_confidence_alignment_and_compl
     page.locator("#prefix").press_sequentially(prefix)
     expect(page.locator("#completion .typed")).to_have_text(prefix)
     expect(page.locator("#sample-request")).to_contain_text("translate-prefix")
-    completed = client.post(
-        f"/translation/engines/{engine['id']}/translate-prefix",
-        json={"segment": SEGMENT, "prefix": prefix, "n": 1},
-        timeout=60,
-    ).json()[0]["translation"]
-    # The engine may join the typed words to the rest its own way ("Basi " and ", …" is "Basi, …").
-    assert completed.startswith(prefix.rstrip())
-    rest = (
-        completed[len(prefix) :]
-        if completed.startswith(prefix)
-        else completed[len(prefix.rstrip()) :].lstrip()
-    )
+    completed, rest = completion(client, engine["id"], SEGMENT, prefix)
     expect(page.locator("#completion .suggested")).to_have_text(rest)
     page.locator("#prefix").press("Tab")
     expect(page.locator("#prefix")).to_have_value(completed)
@@ -276,6 +282,39 @@ def test_playground_translates_shows_alternatives_confidence_alignment_and_compl
     expect(page.locator(f"#model option[value='{engine['id']}']")).to_be_attached()
     watched.assert_clean(key)
     assert playground.stat().st_size > 10_000
+
+
+def test_playground_completes_a_prefix_with_an_smt_transfer_engine(
+    site: Site, thot_model: Path, watched: Watched
+) -> None:
+    """The other family that answers prefixes: the page asks a Thot model (served by the same node)
+    for the rest of what the translator types, and Tab accepts it."""
+    api, client = site.api, site.client
+    engine_id = smt_engine(api, client, thot_model)
+    answer = client.post(f"/translation/engines/{engine_id}/translate", json=SEGMENT, timeout=90)
+    assert answer.status_code == 200, answer.text
+    tokens: list[str] = answer.json()["targetTokens"]
+    assert tokens, "the Thot model translates the verse"
+    key = api.api_key("translator", (READ_ENGINES,))
+    page = watched.page
+    page.goto(api.rest_url + "/")
+    page.fill("#key", key)
+    page.click("#use-key")
+    expect(page.locator(f"#model option[value='{engine_id}']")).to_be_attached()
+    page.select_option("#model", engine_id)
+    page.fill("#text", SEGMENT)
+    page.click("#translate")
+    expect(page.locator("#translation .word")).to_have_count(len(tokens))
+    expect(page.locator("#interactive")).to_be_visible()
+    prefix = tokens[0] + " "
+    page.locator("#prefix").press_sequentially(prefix)
+    expect(page.locator("#completion .typed")).to_have_text(prefix)
+    completed, rest = completion(client, engine_id, SEGMENT, prefix)
+    assert rest.strip(), "the model completes the typed word with the rest of the verse"
+    expect(page.locator("#completion .suggested")).to_have_text(rest)
+    page.locator("#prefix").press("Tab")
+    expect(page.locator("#prefix")).to_have_value(completed)
+    watched.assert_clean(key)
 
 
 # ---- the console -----------------------------------------------------------------------------------
