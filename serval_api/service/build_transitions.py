@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import UPDATE_ENGINES, Caller
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
@@ -45,19 +46,8 @@ async def apply_job_change(
             return None
         if engine is None:
             raise NotFound(f"engine {build.engine_id} not found")
-        was_started = build.date_started is not None
-        change(build, engine)
-        build.revision += 1
-        engine.is_building = build.build_state.is_running
-        hooked = await enqueue_build_events(
-            s, build, was_running=True, was_started=was_started, base_url=services.settings.api_base_url
-        )
-    services.changes.notify(
-        build_key(build.id),
-        engine_key(build.engine_id),
-        owner_builds_key(build.owner),
-        *webhook_wakeup(hooked),
-    )
+        hooked = await _transition(services, s, build, engine, change)
+    _announce(services, build, hooked)
     return build
 
 
@@ -85,22 +75,42 @@ async def cancel_current_build(
         build = await running_build(s, engine_id, lock=True)
         if build is None:
             return None
-        was_started = build.date_started is not None
-        build.state = BuildState.CANCELED.value
-        build.date_finished = utcnow()
-        build.revision += 1
-        engine.is_building = False
-        hooked = await enqueue_build_events(
-            s, build, was_running=True, was_started=was_started, base_url=services.settings.api_base_url
-        )
-    services.changes.notify(
-        build_key(build.id), engine_key(engine_id), owner_builds_key(build.owner), *webhook_wakeup(hooked)
-    )
+        hooked = await _transition(services, s, build, engine, _cancel)
+    _announce(services, build, hooked)
     log.info("build canceled by client", extra={"engine_id": engine_id, "build_id": build.id})
     await services.launcher.cancel(build.id)
     await pretranslations.discard(services, build)
     await revisions.discard_unfinished(services, build)
     return build
+
+
+def _cancel(build: Build, _engine: Engine) -> None:
+    build.state = BuildState.CANCELED.value
+    build.date_finished = utcnow()
+
+
+async def _transition(
+    services: Services, s: AsyncSession, build: Build, engine: Engine, change: Callable[[Build, Engine], None]
+) -> int:
+    """`change` applied to a running build, locked with its engine in session `s`: the build's
+    revision bumped, the engine's `is_building` kept in step, the webhook events queued (how many)."""
+    was_started = build.date_started is not None
+    change(build, engine)
+    build.revision += 1
+    engine.is_building = build.build_state.is_running
+    return await enqueue_build_events(
+        s, build, was_running=True, was_started=was_started, base_url=services.settings.api_base_url
+    )
+
+
+def _announce(services: Services, build: Build, hooked: int) -> None:
+    """Wake the long polls on the build, its engine and its owner's builds, and the webhook workers."""
+    services.changes.notify(
+        build_key(build.id),
+        engine_key(build.engine_id),
+        owner_builds_key(build.owner),
+        *webhook_wakeup(hooked),
+    )
 
 
 async def record_job_ref(services: Services, build_id: str, job_ref: str) -> None:
