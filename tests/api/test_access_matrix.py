@@ -37,6 +37,7 @@ from serval_api.auth import (
     READ_HOOKS,
     UPDATE_ENGINES,
 )
+from serval_api.metrics import ApiMetrics
 from serval_api.rest.app import create_app
 from serval_api.rest.libretranslate_protocol import PATHS as LIBRETRANSLATE_PATHS
 from serval_common.settings import ApiSettings, Settings
@@ -248,7 +249,7 @@ PUBLIC_REST = {
     ("GET", "/openapi.json"): "API description",
     ("GET", "/docs"): "API description",
     ("GET", "/docs/oauth2-redirect"): "API description",
-    ("GET", "/redoc"): "API description",
+    ("*", "/docs-assets"): "the API reference's own scripts (Swagger UI, served instead of from a CDN)",
     ("GET", "/swagger/v1/swagger.json"): "API description, at Serval's path",
     ("GET", "/metrics"): "Prometheus scrape",
     ("GET", "/api/v1/model-downloads/{token}"): "presigned: the URL's signed token is the credential",
@@ -492,7 +493,7 @@ def _rest_routes(routes: list[BaseRoute], prefix: str = "") -> Iterator[tuple[st
 
 def test_every_rest_route_is_in_the_table(api: RunningApi) -> None:
     assert api.service.services is not None
-    routes = set(_rest_routes(create_app(api.service.services).routes))
+    routes = set(_rest_routes(create_app(api.service.services, ApiMetrics()).routes))  # with /metrics
     rows = [*REST_ENDPOINTS, *LIBRETRANSLATE_REST]
     tabled = {row.key for row in rows}
     assert len(tabled) == len(rows), "a REST route is in the table twice"
@@ -500,6 +501,8 @@ def test_every_rest_route_is_in_the_table(api: RunningApi) -> None:
     assert not missing, f"REST routes without a row in the access matrix: {missing}"
     stale = sorted(tabled - routes)
     assert not stale, f"rows for REST routes that do not exist: {stale}"
+    gone = sorted(PUBLIC_REST.keys() - routes)
+    assert not gone, f"public rows for REST routes that do not exist: {gone}"
 
 
 def _grpc_methods(api: RunningApi) -> dict[str, list[str]]:
