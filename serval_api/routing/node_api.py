@@ -11,6 +11,7 @@ drain again whenever it reconnects.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -94,14 +95,21 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         self.instance_id = settings.api_instance_name
         self._forgetting: set[asyncio.Future[None]] = set()
         """Closed sessions' bookkeeping still being written (it outlives a cancelled handler)."""
+        self._handlers: set[asyncio.Task[Any]] = set()
+        """Running `Connect` handlers: each starts its session's bookkeeping as it ends."""
 
-    async def wait_closed(self) -> None:
-        """Until the bookkeeping of every closed session is written: the API service stops its
-        database only then (a write cut off by the stop would leave SQLite locked)."""
-        if self._forgetting:
-            await asyncio.gather(*self._forgetting, return_exceptions=True)
+    async def wait_closed(self, timeout_s: float = 30.0) -> None:
+        """Until every `Connect` handler (which the gRPC server's stop cancels, but may not await)
+        has written its bookkeeping: a write cut off by the stop would leave SQLite locked."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while self._handlers or self._forgetting:
+                    await asyncio.gather(*self._handlers, *self._forgetting, return_exceptions=True)
 
     async def Connect(self, request_iterator: object, context: grpc.aio.ServicerContext) -> None:
+        if (handler := asyncio.current_task()) is not None:
+            self._handlers.add(handler)
+            handler.add_done_callback(self._handlers.discard)
         try:
             first = await self._read(context, self.settings.api.node_timeout_s)
         except (TimeoutError, BadFrame):

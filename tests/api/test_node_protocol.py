@@ -211,6 +211,37 @@ def test_silent_node_is_dropped(tmp_path: Path, database_url: str) -> None:
             node.close()
 
 
+def test_stopping_the_api_service_writes_every_open_sessions_end(tmp_path: Path, database_url: str) -> None:
+    """Nodes still connected when the API service stops: the gRPC server's stop cancels their
+    handlers but may return before a handler has begun writing that its session ended. The service
+    waits for those writes before closing its database; one cut off by the stop left SQLite
+    locked, and the next API service on the same file could not start."""
+    nodes: list[ScriptedNode] = []
+    with fast_heartbeat_api(tmp_path, database_url) as api:
+        token = new_node_token(api)
+        for n in range(3):
+            node = ScriptedNode(api.grpc_target, token)
+            node.hello(node_id=f"open-{n}")
+            assert node.read().HasField("welcome")
+            nodes.append(node)
+        wait_until(lambda: [node_rows(api).get(f"open-{n}") for n in range(3)] == ["connected"] * 3)
+    try:
+        after = RunningApi(
+            Settings(
+                home=tmp_path,
+                database_url=database_url,
+                api=ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0),
+            )
+        )
+        try:
+            assert [node_rows(after).get(f"open-{n}") for n in range(3)] == ["gone"] * 3
+        finally:
+            after.close()
+    finally:
+        for node in nodes:
+            node.close()
+
+
 def test_work_never_exceeds_advertised_slots(api: RunningApi, node_token: str) -> None:
     """Two slots, five concurrent translations: at most two work items are outstanding at once."""
     with api.client() as client:
