@@ -71,7 +71,7 @@ def direct_with_confidences(workload: Workload) -> Measurement:
     backend.unload()
     return Measurement(
         workload.name, "direct + confidences (node backend)", len(requests), seconds, tokens,
-        len(requests) / math.ceil(len(requests) / size),
+        len(requests) / math.ceil(len(requests) / size), baseline="direct+conf",
     )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ import grpc
 
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_common.settings import Settings
+from serval_common.stream_batches import node_messages, take_queued
 from serval_common.tls import aio_client_channel, common_host_name
 
 log = logging.getLogger("inference_gpu.node")
@@ -60,14 +61,17 @@ class ApiLink:
         """The node's side of a heartbeat (slots, memory, draining); the link adds the rest."""
         self._handle = handle
         """Where every message of the API service but a rejection goes."""
-        self._outbox: asyncio.Queue[node_pb2.NodeMessage] | None = None
+        self._outbox: asyncio.Queue[node_pb2.NodeMessage | node_pb2.WorkResult] | None = None
+        self.batches = False
+        """Whether the API service of the current session reads `WorkResults` (its Welcome said so)."""
         self.heartbeat_interval_s = settings.api.heartbeat_interval_s
         self.registered = False
         """Whether the current (or last) dial was welcomed by the API service."""
         self.session_work: set[str] = set()
         """Request ids of the work the current node session sent that is still running."""
 
-    def send(self, message: node_pb2.NodeMessage) -> None:
+    def send(self, message: node_pb2.NodeMessage | node_pb2.WorkResult) -> None:
+        """Queue a message (a bare `WorkResult` is a result) for the API service."""
         if self._outbox is not None:
             self._outbox.put_nowait(message)
 
@@ -150,6 +154,7 @@ class ApiLink:
                 extra={"api": self.address, "node_id": hello.node_id, "session_id": welcome.session_id},
             )
             self.registered = True
+            self.batches = welcome.batches
             self.session_work = set()
             self._outbox = asyncio.Queue()
             tasks = [
@@ -172,11 +177,13 @@ class ApiLink:
         outbox = self._outbox
         assert outbox is not None
         while True:
-            message = await outbox.get()
+            queued = take_queued(outbox, await outbox.get())
             try:
-                await call.write(message)
+                for message in node_messages(queued, batches=self.batches):
+                    await call.write(message)
             finally:
-                outbox.task_done()
+                for _ in queued:
+                    outbox.task_done()
 
     async def _heartbeat_loop(self) -> None:
         while True:

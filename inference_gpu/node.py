@@ -168,6 +168,7 @@ class InferenceNode:
             software_version=VERSION,
             slots=self.settings.node.slots,
             families=[node_pb2.EngineFamily.ValueType(family(name).wire) for name in self.families],
+            batches=True,
         )
 
     def heartbeat(self) -> node_pb2.Heartbeat:
@@ -200,6 +201,9 @@ class InferenceNode:
         match message.WhichOneof("body"):
             case "work":
                 self.work.start(link, message.work)
+            case "work_items":
+                for item in message.work_items.items:
+                    self.work.start(link, item)
             case "load_model":
                 self._in_background(self._load(message.load_model.model))
             case "unload_model":

@@ -85,7 +85,7 @@ class WorkRunner:
     async def _answer(self, link: ApiLink, item: node_pb2.WorkItem) -> None:
         started = time.perf_counter()
         result = await self.execute(item)
-        link.send(node_pb2.NodeMessage(result=result))
+        link.send(result)
         self.metrics.work_time.labels(item.WhichOneof("operation") or "unknown").observe(
             time.perf_counter() - started
         )

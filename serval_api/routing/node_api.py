@@ -23,11 +23,12 @@ from google.protobuf.message import DecodeError
 
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_api.routing.registry import NodeRegistry
+from serval_api.routing.replay import ReplayRefused, SegmentReplay, TrainSegmentSource, log_sent
 from serval_api.routing.session import NodeSession
-from serval_api.routing.work import ReplayStart, TrainSegmentWork
+from serval_api.routing.work import ReplayStart
 from serval_common import families
-from serval_common.model_revision import ModelRevision
 from serval_common.settings import Settings
+from serval_common.stream_batches import api_messages, take_queued
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +42,8 @@ class BadFrame(Exception):
     """The node sent bytes that are not a NodeMessage."""
 
 
-class _Refused(Exception):
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 TokenVerifier = Callable[[str], Awaitable[str | None]]
 """A node token's id, or None when the token is unknown or revoked."""
-
-
-class TrainSegmentSource(Protocol):
-    """The engine's stored pairs a node loading (or catching up) a model revision applies."""
-
-    async def start(self, model: ModelRevision, after_seq: int = 0) -> ReplayStart | None:
-        """Where the revision's replay starts; None when the engine or a completed build of that
-        revision does not exist."""
-
-    async def page(self, start: ReplayStart, after: int, limit: int) -> list[TrainSegmentWork]:
-        """At most `limit` pairs numbered above `after`, oldest first."""
-
-
-REPLAY_PAGE_ROWS = 1000
-"""Pairs read from the database at once for a node."""
-CHUNK_BYTES = 1 << 20
-"""StreamTrainSegments sends at most about this much in one message (gRPC's default limit is 4 MiB)."""
 
 
 class NodeRecords(Protocol):
@@ -91,7 +68,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
         self.settings = settings
         self.verify_token = verify_token
         self.records = records
-        self.train_segments = train_segments
+        self.replay = SegmentReplay(train_segments)
         self.instance_id = settings.api_instance_name
         self._forgetting: set[asyncio.Future[None]] = set()
         """Closed sessions' bookkeeping still being written (it outlives a cancelled handler)."""
@@ -161,6 +138,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             software_version=_printable(hello.software_version, MAX_SOFTWARE_VERSION_CHARS),
             memory_free_bytes=hello.device.memory_free_bytes,
             families=hello_families(hello),
+            batches=hello.batches,
         )
         if hello.slots > 0:
             # A node reconnecting with work still in flight has fewer slots free than it has.
@@ -186,6 +164,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                         session_id=session.session_id,
                         api_instance_id=self.instance_id,
                         heartbeat_interval_ms=int(self.settings.api.heartbeat_interval_s * 1000),
+                        batches=True,
                     )
                 )
             )
@@ -220,15 +199,11 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
     ) -> node_pb2.GetTrainSegmentsResponse:
         """The same node token as Connect; the model by its location (or, without one, its engine
         id and revision). One message with every pair: kept for nodes of earlier releases."""
-        try:
-            start = await self._replay_start(request, await self.verify_token(_bearer_token(context)))
-        except _Refused as e:
-            await context.abort(e.code, e.message)
-            raise
+        start = await self._replay_start(request, context)
         segments: list[node_pb2.TrainSegmentOp] = []
-        async for page in self._pages(start):
+        async for page in self.replay.pages(start):
             segments.extend(page)
-        self._log_sent(start, len(segments))
+        log_sent(start, len(segments))
         return node_pb2.GetTrainSegmentsResponse(
             segments=segments, through=segments[-1].seq if segments else start.after
         )
@@ -238,66 +213,18 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
     ) -> AsyncIterator[node_pb2.TrainSegmentsChunk]:
         """As GetTrainSegments, in messages of at most about `CHUNK_BYTES`, read from the database a
         page at a time."""
-        try:
-            start = await self._replay_start(request, await self.verify_token(_bearer_token(context)))
-        except _Refused as e:
-            await context.abort(e.code, e.message)
-            raise
-        chunk: list[node_pb2.TrainSegmentOp] = []
-        size = sent = 0
-        async for page in self._pages(start):
-            for op in page:
-                op_size = op.ByteSize() + 8
-                if chunk and size + op_size > CHUNK_BYTES:
-                    yield node_pb2.TrainSegmentsChunk(segments=chunk, through=chunk[-1].seq)
-                    sent += len(chunk)
-                    chunk, size = [], 0
-                chunk.append(op)
-                size += op_size
-        sent += len(chunk)
-        yield node_pb2.TrainSegmentsChunk(segments=chunk, through=chunk[-1].seq if chunk else start.after)
-        self._log_sent(start, sent)
-
-    async def _pages(self, start: ReplayStart) -> AsyncIterator[list[node_pb2.TrainSegmentOp]]:
-        assert self.train_segments is not None
-        after = start.after
-        while pairs := await self.train_segments.page(start, after, REPLAY_PAGE_ROWS):
-            after = pairs[-1].seq
-            yield [
-                node_pb2.TrainSegmentOp(
-                    source_segment=pair.source_segment,
-                    target_segment=pair.target_segment,
-                    sentence_start=pair.sentence_start,
-                    seq=pair.seq,
-                )
-                for pair in pairs
-            ]
+        start = await self._replay_start(request, context)
+        async for chunk in self.replay.chunks(start):
+            yield chunk
 
     async def _replay_start(
-        self, request: node_pb2.GetTrainSegmentsRequest, token_id: str | None
+        self, request: node_pb2.GetTrainSegmentsRequest, context: grpc.aio.ServicerContext
     ) -> ReplayStart:
-        if token_id is None:
-            raise _Refused(grpc.StatusCode.UNAUTHENTICATED, "invalid or revoked node token")
-        model = _model_key(request.model)
-        if model is None:
-            raise _Refused(
-                grpc.StatusCode.INVALID_ARGUMENT, "model: expected the location models/{engineId}/{revision}"
-            )
-        if request.after_seq < 0:
-            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "after_seq: must not be negative")
-        if self.train_segments is None:
-            raise _Refused(grpc.StatusCode.UNIMPLEMENTED, "this API service keeps no train segments")
-        start = await self.train_segments.start(model, request.after_seq)
-        if start is None:
-            raise _Refused(grpc.StatusCode.NOT_FOUND, f"model {model.location} not found")
-        return start
-
-    @staticmethod
-    def _log_sent(start: ReplayStart, count: int) -> None:
-        log.info(
-            "train segments sent for replay",
-            extra={"model": start.model.location, "after_seq": start.after, "segments": count},
-        )
+        try:
+            return await self.replay.start(request, await self.verify_token(_bearer_token(context)))
+        except ReplayRefused as e:
+            await context.abort(e.code, e.message)
+            raise
 
     async def _forget(self, session: NodeSession, reason: str) -> None:
         await self.registry.remove(session, reason)
@@ -313,6 +240,10 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             kind = message.WhichOneof("body")
             if kind == "result":
                 session.resolve(message.result)
+                await self.registry.notify()
+            elif kind == "results":
+                for result in message.results.results:
+                    session.resolve(result)
                 await self.registry.notify()
             elif kind == "model_status":
                 self.registry.set_model_state(session, message.model_status)
@@ -332,7 +263,9 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
 
     async def _write_loop(self, session: NodeSession, context: grpc.aio.ServicerContext) -> None:
         while True:
-            await context.write(await session.outbox.get())
+            queued = take_queued(session.outbox, await session.outbox.get())
+            for message in api_messages(queued, batches=session.batches):
+                await context.write(message)
 
     @staticmethod
     async def _read(context: grpc.aio.ServicerContext, timeout_s: float) -> node_pb2.NodeMessage | None:
@@ -376,15 +309,6 @@ def _bearer_token(context: grpc.aio.ServicerContext) -> str:
         if key == "authorization" and isinstance(value, str) and value.lower().startswith("bearer "):
             return value[7:].strip()
     return ""
-
-
-def _model_key(ref: node_pb2.ModelRef) -> ModelRevision | None:
-    if ref.location:
-        key = ModelRevision.parse(ref.location)
-        if key is None or (ref.engine_id and ref.engine_id != key.engine_id):
-            return None
-        return key
-    return ModelRevision(ref.engine_id, ref.revision) if ref.engine_id and ref.revision > 0 else None
 
 
 def _printable(text: str, max_chars: int) -> str:

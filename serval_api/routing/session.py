@@ -30,7 +30,10 @@ class NodeSession:
     software_version: str = ""
     families: frozenset[str] = frozenset({DEFAULT_NODE_FAMILY.name})
     """The engine families the node serves (from Hello; an older node serves `nmt` only)."""
-    outbox: asyncio.Queue[node_pb2.ApiMessage] = field(default_factory=asyncio.Queue)
+    outbox: asyncio.Queue[node_pb2.ApiMessage | node_pb2.WorkItem] = field(default_factory=asyncio.Queue)
+    """What to write to the node, in order (a bare `WorkItem` is work: `stream_batches` coalesces it)."""
+    batches: bool = False
+    """Whether the node reads `WorkItems` (its Hello said so)."""
     models: HeldModels = field(default_factory=HeldModels, repr=False)
     """The revisions the node holds and the weights they share, as it reported them."""
     model_errors: dict[str, str] = field(default_factory=dict, repr=False)
@@ -141,7 +144,7 @@ class NodeSession:
     def submit(self, request_id: str, item: node_pb2.WorkItem) -> asyncio.Future[node_pb2.WorkResult]:
         future: asyncio.Future[node_pb2.WorkResult] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = future
-        self.send(node_pb2.ApiMessage(work=item))
+        self.outbox.put_nowait(item)
         return future
 
     def resolve(self, result: node_pb2.WorkResult) -> None:

@@ -57,8 +57,10 @@ class ScriptedNode:
         slots: int = 4,
         node_id: str = "n1",
         free_slots: int | None = None,
+        batches: bool = False,
     ) -> None:
-        """Without `free_slots`, an older node's Hello: `slots` sent as its free slots alone."""
+        """Without `free_slots`, an older node's Hello: `slots` sent as its free slots alone.
+        `batches`: the node reads `WorkItems` (several work items in one message)."""
         self.slots = slots
         self.send(
             hello=node_pb2.Hello(
@@ -67,6 +69,7 @@ class ScriptedNode:
                 device=node_pb2.DeviceInfo(kind="cpu", compute_type="int8"),
                 free_slots=slots if free_slots is None else free_slots,
                 slots=0 if free_slots is None else slots,
+                batches=batches,
             )
         )
 
@@ -292,6 +295,69 @@ def test_work_never_exceeds_advertised_slots(api: RunningApi, node_token: str) -
         assert answers == [200] * 5
     finally:
         node.close()
+
+
+@pytest.mark.parametrize("batches", [True, False], ids=["batches", "earlier-node"])
+def test_work_queued_together_travels_in_one_message_to_a_node_that_reads_batches(
+    api: RunningApi, node_token: str, batches: bool
+) -> None:
+    """Eight requests wait for the model's load; once it is ready their work items are queued
+    together and go in one `WorkItems` message to a node whose Hello says it reads them, and in a
+    message each to a node of an earlier release. The node answers them all in one `WorkResults`
+    (the Welcome says the API service reads it), and each request gets its own answer."""
+    engine_id = _built_engine(api)
+    assert api.service.services is not None
+    dispatcher = api.service.services.dispatcher
+    node = ScriptedNode(api.grpc_target, node_token)
+    key = api.api_key()
+
+    def translate(i: int) -> str:
+        with api.client() as c:
+            c.headers["X-API-Key"] = key
+            c.timeout = 60
+            response = c.post(f"/translation/engines/{engine_id}/translate", json=f"verse {i}")
+            assert response.status_code == 200, response.text
+            return str(response.json()["translation"])
+
+    pool = ThreadPoolExecutor(8)
+    try:
+        node.hello(slots=8, free_slots=8, batches=batches)
+        assert node.read().welcome.batches
+        node.keep_alive()
+        answers = [pool.submit(translate, i) for i in range(8)]
+        load = node.read().load_model.model
+        wait_until(lambda: dispatcher.queue_size() == 8, 60)
+        node.send(model_status=node_pb2.ModelStatus(model=load, state=node_pb2.MODEL_STATE_READY))
+        kinds: list[str] = []
+        items: list[node_pb2.WorkItem] = []
+        while len(items) < 8:
+            message = node.read(30)
+            kind = message.WhichOneof("body")
+            if kind in ("work", "work_items"):
+                kinds.append(kind)
+                items.extend(message.work_items.items if kind == "work_items" else [message.work])
+        if batches:
+            assert "work_items" in kinds and len(kinds) < 8, kinds
+        else:
+            assert kinds == ["work"] * 8
+        assert sorted(item.translate.segment for item in items) == [f"verse {i}" for i in range(8)]
+        node.send(
+            results=node_pb2.WorkResults(
+                results=[
+                    node_pb2.WorkResult(
+                        request_id=item.request_id,
+                        translate=node_pb2.TranslateOutput(
+                            results=[node_pb2.TranslationResult(translation=item.translate.segment.upper())]
+                        ),
+                    )
+                    for item in reversed(items)
+                ]
+            )
+        )
+        assert [a.result(timeout=60) for a in answers] == [f"VERSE {i}" for i in range(8)]
+    finally:
+        node.close()
+        pool.shutdown(wait=False)
 
 
 def _complete_build(api: RunningApi, build_id: str, job_token: str) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy import insert
 from inference_gpu.node import InferenceNode
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_api.db.models import TrainSegment, utcnow
-from serval_api.routing.node_api import CHUNK_BYTES
+from serval_api.routing.replay import CHUNK_BYTES
 from serval_api.service.train_segments import source_key
 from serval_common.settings import NodeSettings, Settings
 from tests.api.conftest import RunningApi

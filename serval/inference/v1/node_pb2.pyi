@@ -81,21 +81,29 @@ RESULT_DETAIL_FULL: ResultDetail
 RESULT_DETAIL_TEXT: ResultDetail
 
 class NodeMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "result", "model_status", "goodbye")
+    __slots__ = ("hello", "heartbeat", "result", "model_status", "goodbye", "results")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     MODEL_STATUS_FIELD_NUMBER: _ClassVar[int]
     GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     result: WorkResult
     model_status: ModelStatus
     goodbye: Goodbye
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[WorkResult, _Mapping]] = ..., model_status: _Optional[_Union[ModelStatus, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
+    results: WorkResults
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., result: _Optional[_Union[WorkResult, _Mapping]] = ..., model_status: _Optional[_Union[ModelStatus, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ..., results: _Optional[_Union[WorkResults, _Mapping]] = ...) -> None: ...
+
+class WorkResults(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[WorkResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[WorkResult, _Mapping]]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("protocol_version", "node_id", "device", "free_slots", "models", "software_version", "slots", "families")
+    __slots__ = ("protocol_version", "node_id", "device", "free_slots", "models", "software_version", "slots", "families", "batches")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +112,7 @@ class Hello(_message.Message):
     SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     FAMILIES_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     node_id: str
     device: DeviceInfo
@@ -112,7 +121,8 @@ class Hello(_message.Message):
     software_version: str
     slots: int
     families: _containers.RepeatedScalarFieldContainer[EngineFamily]
-    def __init__(self, protocol_version: _Optional[int] = ..., node_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., free_slots: _Optional[int] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ..., software_version: _Optional[str] = ..., slots: _Optional[int] = ..., families: _Optional[_Iterable[_Union[EngineFamily, str]]] = ...) -> None: ...
+    batches: bool
+    def __init__(self, protocol_version: _Optional[int] = ..., node_id: _Optional[str] = ..., device: _Optional[_Union[DeviceInfo, _Mapping]] = ..., free_slots: _Optional[int] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ..., software_version: _Optional[str] = ..., slots: _Optional[int] = ..., families: _Optional[_Iterable[_Union[EngineFamily, str]]] = ..., batches: _Optional[bool] = ...) -> None: ...
 
 class DeviceInfo(_message.Message):
     __slots__ = ("kind", "index", "name", "compute_type", "memory_total_bytes", "memory_free_bytes")
@@ -291,7 +301,7 @@ class Goodbye(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class ApiMessage(_message.Message):
-    __slots__ = ("welcome", "rejection", "work", "load_model", "unload_model", "drain", "cancel", "undrain", "catch_up")
+    __slots__ = ("welcome", "rejection", "work", "load_model", "unload_model", "drain", "cancel", "undrain", "catch_up", "work_items")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     REJECTION_FIELD_NUMBER: _ClassVar[int]
     WORK_FIELD_NUMBER: _ClassVar[int]
@@ -301,6 +311,7 @@ class ApiMessage(_message.Message):
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     UNDRAIN_FIELD_NUMBER: _ClassVar[int]
     CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    WORK_ITEMS_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     rejection: Rejection
     work: WorkItem
@@ -310,19 +321,28 @@ class ApiMessage(_message.Message):
     cancel: Cancel
     undrain: Undrain
     catch_up: CatchUp
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ..., work: _Optional[_Union[WorkItem, _Mapping]] = ..., load_model: _Optional[_Union[LoadModel, _Mapping]] = ..., unload_model: _Optional[_Union[UnloadModel, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., undrain: _Optional[_Union[Undrain, _Mapping]] = ..., catch_up: _Optional[_Union[CatchUp, _Mapping]] = ...) -> None: ...
+    work_items: WorkItems
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., rejection: _Optional[_Union[Rejection, _Mapping]] = ..., work: _Optional[_Union[WorkItem, _Mapping]] = ..., load_model: _Optional[_Union[LoadModel, _Mapping]] = ..., unload_model: _Optional[_Union[UnloadModel, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., undrain: _Optional[_Union[Undrain, _Mapping]] = ..., catch_up: _Optional[_Union[CatchUp, _Mapping]] = ..., work_items: _Optional[_Union[WorkItems, _Mapping]] = ...) -> None: ...
+
+class WorkItems(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[WorkItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("protocol_version", "session_id", "api_instance_id", "heartbeat_interval_ms")
+    __slots__ = ("protocol_version", "session_id", "api_instance_id", "heartbeat_interval_ms", "batches")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     API_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     session_id: str
     api_instance_id: str
     heartbeat_interval_ms: int
-    def __init__(self, protocol_version: _Optional[int] = ..., session_id: _Optional[str] = ..., api_instance_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    batches: bool
+    def __init__(self, protocol_version: _Optional[int] = ..., session_id: _Optional[str] = ..., api_instance_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., batches: _Optional[bool] = ...) -> None: ...
 
 class Rejection(_message.Message):
     __slots__ = ("reason", "message", "supported_protocol_versions")

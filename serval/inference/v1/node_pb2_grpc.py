@@ -36,7 +36,8 @@ class InferenceNodeApiStub:
     an older peer would misread bumps it, and the API service rejects versions it cannot speak.
     Version 2: results travel in this protocol's own messages (TranslationResult, WordGraph,
     WordAlignmentResult below), no longer in Serval's client messages, and TranslateOp says what
-    the caller will read (`detail`).
+    the caller will read (`detail`). Batches (WorkItems, WorkResults) are an addition: each side
+    sends them only to a peer that said it reads them (Hello.batches, Welcome.batches).
     """
 
     def __init__(self, channel):
@@ -73,7 +74,8 @@ class InferenceNodeApiServicer:
     an older peer would misread bumps it, and the API service rejects versions it cannot speak.
     Version 2: results travel in this protocol's own messages (TranslationResult, WordGraph,
     WordAlignmentResult below), no longer in Serval's client messages, and TranslateOp says what
-    the caller will read (`detail`).
+    the caller will read (`detail`). Batches (WorkItems, WorkResults) are an addition: each side
+    sends them only to a peer that said it reads them (Hello.batches, Welcome.batches).
     """
 
     def Connect(self, request_iterator, context):
@@ -140,7 +142,8 @@ class InferenceNodeApi:
     an older peer would misread bumps it, and the API service rejects versions it cannot speak.
     Version 2: results travel in this protocol's own messages (TranslationResult, WordGraph,
     WordAlignmentResult below), no longer in Serval's client messages, and TranslateOp says what
-    the caller will read (`detail`).
+    the caller will read (`detail`). Batches (WorkItems, WorkResults) are an addition: each side
+    sends them only to a peer that said it reads them (Hello.batches, Welcome.batches).
     """
 
     @staticmethod
