@@ -30,21 +30,27 @@ def word_alignment(
     source: EncodedSource, target: DecodedTarget, attention: np.ndarray
 ) -> list[tuple[int, int]]:
     """(source word, target word) pairs, one per target word, from piece-level attention whose
-    columns are the source tokens `[code, *pieces, </s>]`."""
+    columns are the source tokens `[code, *pieces, </s>]`. Two matrix products, not a loop over
+    target words (a third of the node's Python time per request went to that loop): the source
+    pieces' columns summed per source word, then the target pieces' rows summed per target word."""
     if not source.words or attention.ndim != 2:
         return []
-    piece_columns = attention[:, 1 : 1 + len(source.pieces)]
-    if piece_columns.shape[1] != len(source.pieces):
+    n_pieces = len(source.pieces)
+    piece_columns = attention[:, 1 : 1 + n_pieces]
+    if piece_columns.shape[1] != n_pieces:
         return []
-    owners = np.asarray(source.piece_words, dtype=np.intp)
-    pairs: list[tuple[int, int]] = []
-    for target_index, pieces in enumerate(target.token_pieces):
-        rows = [i for i in pieces if i < piece_columns.shape[0]]
-        if not rows:
-            continue
-        per_word = np.bincount(owners, weights=piece_columns[rows].sum(axis=0), minlength=len(source.words))
-        pairs.append((int(per_word.argmax()), target_index))
-    return pairs
+    rows = piece_columns.shape[0]
+    per_source_word = np.zeros((n_pieces, len(source.words)))
+    per_source_word[np.arange(n_pieces), source.piece_words] = 1.0
+    words = [t for t, pieces in enumerate(target.token_pieces) for i in pieces if i < rows]
+    if not words:
+        return []
+    pieces = [i for word_pieces in target.token_pieces for i in word_pieces if i < rows]
+    per_target_word = np.zeros((len(target.token_pieces), rows))
+    np.add.at(per_target_word, (words, pieces), 1.0)
+    best = (per_target_word @ (piece_columns @ per_source_word)).argmax(axis=1).tolist()
+    attended = np.count_nonzero(per_target_word, axis=1).tolist()
+    return [(best[t], t) for t in range(len(target.token_pieces)) if attended[t]]
 
 
 def build_result(

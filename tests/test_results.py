@@ -12,8 +12,8 @@ import pytest
 from inference_gpu.backends.ctranslate2 import to_hypothesis
 from inference_gpu.families.base import InputTooLong
 from inference_gpu.families.nmt import NmtModel
-from inference_gpu.nllb import normalize_punctuation, split_words
-from inference_gpu.results import build_result
+from inference_gpu.nllb import DecodedTarget, EncodedSource, normalize_punctuation, split_words
+from inference_gpu.results import build_result, word_alignment
 from serval_common.core import Detail, TranslationResult, TranslationSource
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
@@ -155,3 +155,48 @@ def test_a_text_only_caller_gets_the_same_words_without_the_passes_it_does_not_r
         assert [r.target_tokens for r in text_results] == [r.target_tokens for r in full_results]
         assert all(r.confidences == () and r.alignment == () for r in text_results)
         assert all(len(r.confidences) == len(r.target_tokens) and r.alignment for r in full_results)
+
+
+def _most_attended(
+    source: EncodedSource, target: DecodedTarget, attention: np.ndarray
+) -> list[tuple[int, int]]:
+    """The definition, word by word: the source word whose pieces got the most attention from the
+    target word's pieces (rows past the attention's end count for nothing)."""
+    columns = attention[:, 1 : 1 + len(source.pieces)]
+    pairs = []
+    for t, pieces in enumerate(target.token_pieces):
+        rows = [i for i in pieces if i < columns.shape[0]]
+        if rows:
+            totals = [
+                sum(float(columns[r, p]) for r in rows for p, w in enumerate(source.piece_words) if w == s)
+                for s in range(len(source.words))
+            ]
+            pairs.append((totals.index(max(totals)), t))
+    return pairs
+
+
+def test_each_target_word_is_aligned_to_the_source_word_its_pieces_attend_most() -> None:
+    """Random words, pieces (a piece may belong to two target words) and attention, some rows
+    short of the target's pieces: the node's vectorized alignment agrees with the definition."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n_words = int(rng.integers(1, 12))
+        piece_words = sorted(
+            [*range(n_words), *rng.integers(0, n_words, size=int(rng.integers(0, 6))).tolist()]
+        )
+        source = EncodedSource(
+            "s",
+            "eng_Latn",
+            [f"w{i}" for i in range(n_words)],
+            [f"p{i}" for i in range(len(piece_words))],
+            piece_words,
+        )
+        token_pieces, position = [], 0
+        for _ in range(int(rng.integers(1, 12))):
+            length = int(rng.integers(1, 3))
+            token_pieces.append(list(range(max(0, position - int(rng.integers(0, 2))), position + length)))
+            position += length
+        target = DecodedTarget([f"t{i}" for i in range(len(token_pieces))], token_pieces, "t")
+        rows = max(1, position + int(rng.integers(-2, 2)))
+        attention = rng.random((rows, len(piece_words) + 2)).astype(np.float32)
+        assert word_alignment(source, target, attention) == _most_attended(source, target, attention)
