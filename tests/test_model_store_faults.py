@@ -313,7 +313,7 @@ def test_unload_or_close_during_retries_stops_them(
         assert n.retrying() == 1
 
         await n.models.close()
-        assert closed.done()
+        assert closed.done() and isinstance(closed.exception(), LoadAbandoned)
         assert n.retrying() == 0
         attempts = n.failures("store_unavailable")
         await asyncio.sleep(0.5)
