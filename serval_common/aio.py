@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def wait_changed(changed: asyncio.Event, timeout_s: float | None) -> bool:
@@ -17,3 +21,18 @@ async def wait_changed(changed: asyncio.Event, timeout_s: float | None) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+async def uninterrupted(awaitable: Awaitable[T]) -> T:
+    """`awaitable`'s result, run to its end even when the caller is cancelled meanwhile; the
+    cancellation is raised once it has ended.
+
+    For a short database read that a cancellation may hit (a client leaving a long poll): SQLAlchemy
+    terminates a connection whose use was interrupted, and on aiosqlite that close held every
+    pooled connection for about 30 s when many polls left at once."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.gather(task, return_exceptions=True)
+        raise

@@ -12,7 +12,7 @@ from typing import TypeVar
 from serval_api.auth import Caller
 from serval_api.errors import Timeout
 from serval_api.service.context import Services
-from serval_common.aio import wait_changed
+from serval_common.aio import uninterrupted, wait_changed
 
 T = TypeVar("T")
 
@@ -29,16 +29,17 @@ async def wait_until(
     """Re-read whenever `key` is notified until `done`, for at most `services.long_poll_max_s` (408).
     `read` checks the caller's access: the first read runs before anything is registered, so a
     refused or unknown id answers at once and leaves no trace in the `ChangeNotifier`. A poll
-    that waits counts against the caller's concurrent long polls while it does."""
+    that waits counts against the caller's concurrent long polls while it does. A poll cancelled
+    during a read (its client left) ends once the read has (`uninterrupted`)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + services.long_poll_max_s
-    value = await read()
+    value = await uninterrupted(read())
     if done(value):
         return value
     async with services.quotas.long_poll(caller):
         while True:
             with services.changes.watch(key) as changed:
-                value = await read()
+                value = await uninterrupted(read())
                 if done(value):
                     return value
                 remaining = deadline - loop.time()
