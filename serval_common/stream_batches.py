@@ -51,21 +51,20 @@ def coalesce(
     run: list[Item] = []
     size = 0
     for message in messages:
-        if isinstance(message, item_type):
-            item_size = message.ByteSize() if batches else 0
+        if not isinstance(message, item_type):
+            if run:
+                yield _flush(run, one, many)
+                run, size = [], 0
+            yield message  # not an item: a wire message already
+        elif not batches:
+            yield one(message)
+        else:
+            item_size = message.ByteSize()
             if run and (len(run) >= MAX_BATCH_ITEMS or size + item_size > MAX_BATCH_BYTES):
                 yield _flush(run, one, many)
                 run, size = [], 0
             run.append(message)
             size += item_size
-            if not batches:
-                yield _flush(run, one, many)
-                run, size = [], 0
-            continue
-        if run:
-            yield _flush(run, one, many)
-            run, size = [], 0
-        yield message  # not an item: a wire message already
     if run:
         yield _flush(run, one, many)
 

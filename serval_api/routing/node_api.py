@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 
 from serval.inference.v1 import node_pb2, node_pb2_grpc
 from serval_api.routing.registry import NodeRegistry
-from serval_api.routing.replay import ReplayRefused, SegmentReplay, TrainSegmentSource, log_sent
+from serval_api.routing.replay import ReplayRefused, SegmentReplay, TrainSegmentSource
 from serval_api.routing.session import NodeSession
 from serval_api.routing.work import ReplayStart
 from serval_common import families
@@ -199,14 +199,7 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
     ) -> node_pb2.GetTrainSegmentsResponse:
         """The same node token as Connect; the model by its location (or, without one, its engine
         id and revision). One message with every pair: kept for nodes of earlier releases."""
-        start = await self._replay_start(request, context)
-        segments: list[node_pb2.TrainSegmentOp] = []
-        async for page in self.replay.pages(start):
-            segments.extend(page)
-        log_sent(start, len(segments))
-        return node_pb2.GetTrainSegmentsResponse(
-            segments=segments, through=segments[-1].seq if segments else start.after
-        )
+        return await self.replay.whole(await self._replay_start(request, context))
 
     async def StreamTrainSegments(
         self, request: node_pb2.GetTrainSegmentsRequest, context: grpc.aio.ServicerContext

@@ -87,6 +87,16 @@ class SegmentReplay:
                 for pair in pairs
             ]
 
+    async def whole(self, start: ReplayStart) -> node_pb2.GetTrainSegmentsResponse:
+        """Every pair after `start` in one message (`GetTrainSegments`, for nodes of earlier releases)."""
+        segments: list[node_pb2.TrainSegmentOp] = []
+        async for page in self.pages(start):
+            segments.extend(page)
+        _log_sent(start, len(segments))
+        return node_pb2.GetTrainSegmentsResponse(
+            segments=segments, through=segments[-1].seq if segments else start.after
+        )
+
     async def chunks(self, start: ReplayStart) -> AsyncIterator[node_pb2.TrainSegmentsChunk]:
         """The same pairs in messages of at most about `CHUNK_BYTES`; the last one (maybe empty)
         says what the node has learned up to once it applied them all."""
@@ -103,10 +113,10 @@ class SegmentReplay:
                 size += op_size
         sent += len(chunk)
         yield node_pb2.TrainSegmentsChunk(segments=chunk, through=chunk[-1].seq if chunk else start.after)
-        log_sent(start, sent)
+        _log_sent(start, sent)
 
 
-def log_sent(start: ReplayStart, count: int) -> None:
+def _log_sent(start: ReplayStart, count: int) -> None:
     log.info(
         "train segments sent for replay",
         extra={"model": start.model.location, "after_seq": start.after, "segments": count},
