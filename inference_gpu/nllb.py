@@ -13,6 +13,7 @@ import json
 import re
 import unicodedata
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +124,8 @@ def normalize_with_origins(text: str) -> tuple[str, list[int]]:
     comma inside a quote keeps both origins), else of the character it replaces."""
     origins = list(range(len(text)))
     for pattern, replacement in _MOSES.substitutions:
+        if pattern.sub(replacement, text) == text:
+            continue  # most rules change nothing, and some match every space (" +" → " ")
         parts: list[str] = []
         moved: list[int] = []
         last = 0
@@ -223,15 +226,15 @@ class NllbTokenizer:
         )
         char_of_byte = _char_index_of_bytes(normalized)
         starts = [start for start, _ in spans]
-        owners: list[int | None] = []
-        for piece in proto.pieces:
-            begin, end = char_of_byte[piece.begin], char_of_byte[piece.end]
-            owners.append(_owner(normalized, to_original, spans, starts, begin, end))
+        owners = [
+            _owner(normalized, to_original, spans, starts, char_of_byte[piece.begin], char_of_byte[piece.end])
+            for piece in proto.pieces
+        ]
         return EncodedSource(
             segment=segment,
             source_code=source_code,
             words=[segment[start:end] for start, end in spans],
-            pieces=[self._sp.id_to_piece(piece.id) for piece in proto.pieces],
+            pieces=self._sp.id_to_piece([piece.id for piece in proto.pieces]),
             piece_words=_fill_owners(owners),
         )
 
@@ -273,7 +276,10 @@ def _read_vocabulary(folder: Path) -> list[str] | None:
     return None
 
 
-def _char_index_of_bytes(text: str) -> list[int]:
+def _char_index_of_bytes(text: str) -> Sequence[int]:
+    """For each UTF-8 byte offset of `text` (and its end), the index of the character it is in."""
+    if text.isascii():
+        return range(len(text) + 1)
     index: list[int] = []
     for i, char in enumerate(text):
         index.extend([i] * len(char.encode("utf-8")))

@@ -1,10 +1,13 @@
-"""The core's own translation model: checked on construction, and carried unchanged across the
-node protocol's edge (`serval_common.node_codec`)."""
+"""The core's own translation model: checked on construction, carried unchanged across the
+node protocol's edge (`serval_common.node_codec`), and given to Serval's gRPC clients with every
+source of each word (`serval_api.grpc.results`)."""
 
 from __future__ import annotations
 
 import pytest
 
+from serval.translation.v1 import engine_pb2
+from serval_api.grpc import results as grpc_results
 from serval_common.core import (
     AlignedWordPair,
     InvalidResult,
@@ -120,3 +123,20 @@ def test_the_node_protocol_carries_every_field_unchanged() -> None:
     scored = WordAlignmentResult(SOURCE, TARGET, (AlignedWordPair(2, 1, 0.75), AlignedWordPair(0, 0)))
     back = alignment_from_wire(alignment_to_wire(scored))
     assert back == scored and back.alignment[1].score is None
+
+
+@pytest.mark.parametrize("bits", range(8))
+def test_serval_grpc_gives_each_word_every_source_it_came_from(bits: int) -> None:
+    source = TranslationSource(bits)
+    wire = grpc_results.translation_result(result(sources=(source, TranslationSource.PRIMARY)))
+    expected = [
+        value
+        for flag, value in (
+            (TranslationSource.PRIMARY, engine_pb2.TRANSLATION_SOURCE_PRIMARY),
+            (TranslationSource.SECONDARY, engine_pb2.TRANSLATION_SOURCE_SECONDARY),
+            (TranslationSource.HUMAN, engine_pb2.TRANSLATION_SOURCE_HUMAN),
+        )
+        if bits & flag.value
+    ]
+    assert [list(s.values) for s in wire.sources] == [expected, [engine_pb2.TRANSLATION_SOURCE_PRIMARY]]
+    assert result_from_wire(result_to_wire(result(sources=(source, source)))).sources == (source, source)
