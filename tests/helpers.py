@@ -365,6 +365,14 @@ def rss_bytes(pid: int) -> int:
     raise ValueError(f"no VmRSS for process {pid}")
 
 
+def metrics_text(rest_base_url: str) -> str:
+    """The API replica's Prometheus metrics (`/metrics`). With a generous timeout: on a loaded
+    2-core machine (both test passes, a build job starting) one scrape has taken over 5 s."""
+    response = httpx.get(f"{rest_base_url.rstrip('/')}/metrics", timeout=60)
+    response.raise_for_status()
+    return response.text
+
+
 def connected_sessions(rest_base_url: str) -> int:
     """Node sessions connected to the API replica at `rest_base_url` (its `/metrics`); -1 when
     it does not answer."""

@@ -10,6 +10,7 @@ import pytest
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2
 from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.api.test_platform_api import as_job, job_stub
+from tests.helpers import metrics_text
 
 
 def engine_stub(api: RunningApi) -> engine_pb2_grpc.TranslationEngineApiStub:
@@ -91,6 +92,6 @@ def test_client_cancel_stops_the_watch(api: RunningApi, client: httpx.Client) ->
     method = "/serval.translation.v1.TranslationEngineApi/WatchBuild"
     series = f'serval_api_grpc_requests_total{{code="CANCELLED",method="{method}"}} 1.0'
     deadline = time.monotonic() + 5
-    while series not in httpx.get(f"{api.rest_url}/metrics").text:
+    while series not in metrics_text(api.rest_url):
         assert time.monotonic() < deadline, "the server never saw the cancel"
         time.sleep(0.05)

@@ -32,6 +32,7 @@ from tests.api.test_webhooks import (
     register,
 )
 from tests.api.webhook_receiver import Receiver, Silent, wait_until
+from tests.helpers import metrics_text
 
 HOSTILE_HOOKS = 3
 HOSTILE_BUILDS = 40
@@ -299,7 +300,7 @@ def test_settled_records_are_pruned_after_their_retention(tmp_path: Path, databa
         api.run(add())
         wait_until(lambda: len(deliveries(api)) == 3, 10, "the old records pruned")
         assert {r.id for r in deliveries(api)} == {"delivered-new", "failed-new", "pending-old"}
-        scrape = httpx.get(f"{api.rest_url}/metrics").text
+        scrape = metrics_text(api.rest_url)
         assert sample(scrape, "serval_api_webhook_deliveries_pruned_total", state="Delivered") == 1
         assert sample(scrape, "serval_api_webhook_deliveries_pruned_total", state="Failed") == 1
     finally:

@@ -27,7 +27,7 @@ from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.api.test_metrics import sample
 from tests.api.test_platform_api import as_job, job_stub
 from tests.api.webhook_receiver import Receiver, wait_until
-from tests.helpers import TEST_DATABASE_URL, free_port
+from tests.helpers import TEST_DATABASE_URL, free_port, metrics_text
 
 SECRET = "s3cret-never-shown"
 ALL_EVENTS = ["TranslationBuildStarted", "TranslationBuildFinished"]
@@ -303,7 +303,7 @@ def test_failing_receiver_gets_the_delivery_after_retries(hooked: RunningApi) ->
     (row,) = deliveries(hooked)
     assert (row.state, row.attempts, row.last_status, row.last_error) == ("Delivered", 4, 200, None)
     assert receiver.failed == 3
-    scrape = httpx.get(f"{hooked.rest_url}/metrics").text
+    scrape = metrics_text(hooked.rest_url)
     assert sample(scrape, "serval_api_webhook_deliveries_total", outcome="failed_attempt") == 3
     assert sample(scrape, "serval_api_webhook_deliveries_total", outcome="delivered") == 1
     assert sample(scrape, "serval_api_webhook_backlog") == 0
@@ -323,7 +323,7 @@ def test_delivery_gives_up_after_max_attempts(tmp_path: Path, database_url: str)
         assert "HTTP 500" in (row.last_error or "")
         time.sleep(0.3)
         assert receiver.failed == 3 and receiver.received == []
-        scrape = httpx.get(f"{api.rest_url}/metrics").text
+        scrape = metrics_text(api.rest_url)
         assert sample(scrape, "serval_api_webhook_deliveries_total", outcome="gave_up") == 1
     finally:
         receiver.stop()
@@ -430,7 +430,7 @@ def test_backlog_survives_a_restart_delivered_once_each(tmp_path: Path, database
 
 
 def delivered_by(api: RunningApi) -> float:
-    scrape = httpx.get(f"{api.rest_url}/metrics").text
+    scrape = metrics_text(api.rest_url)
     return sample(scrape, "serval_api_webhook_deliveries_total", outcome="delivered") or 0.0
 
 
