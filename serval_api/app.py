@@ -47,7 +47,6 @@ from serval_api.service.keys import verify_node_token
 from serval_api.service.store_sweep import sweep_forever
 from serval_api.webhooks.delivery import DeliveryWorker
 from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES
-from serval_common.aio import running_loop_name
 from serval_common.settings import Settings
 from serval_common.tls import server_credentials
 
@@ -243,7 +242,7 @@ class ApiService:
             settings.api.host,
             grpc_port,
             settings.api_base_url,
-            extra={"grpc_port": grpc_port, "rest_port": rest_port, "event_loop": running_loop_name()},
+            extra={"grpc_port": grpc_port, "rest_port": rest_port},
         )
 
     async def stop(self) -> None:

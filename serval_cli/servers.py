@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from serval_cli.config import load_settings
-from serval_common import aio
 from serval_common.logs import configure_logging
 
 Home = Annotated[Path | None, typer.Option(envvar="SERVAL_HOME", help="data folder for the embedded mode")]
@@ -36,7 +36,7 @@ def api(
         store__url=store_url,
     )
     configure_logging(settings, "serval_api")
-    aio.run(ApiService(settings).run_forever(), settings.event_loop)
+    asyncio.run(ApiService(settings).run_forever())
 
 
 def node(
@@ -71,7 +71,7 @@ def node(
     )
     configure_logging(settings, "inference_gpu")
     try:
-        aio.run(InferenceNode(settings).run(), settings.event_loop)
+        asyncio.run(InferenceNode(settings).run())
     except NodeRejected as exc:
         typer.echo(f"the API service rejected this node: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Literal, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 T = TypeVar("T")
-
-EventLoop = Literal["auto", "asyncio", "uvloop"]
-"""Which event loop `run` starts: uvloop where installed (auto), asyncio's own, or uvloop."""
 
 
 async def wait_changed(changed: asyncio.Event, timeout_s: float | None) -> bool:
@@ -39,33 +36,3 @@ async def uninterrupted(awaitable: Awaitable[T]) -> T:
     except asyncio.CancelledError:
         await asyncio.gather(task, return_exceptions=True)
         raise
-
-
-def run(main: Coroutine[Any, Any, T], event_loop: EventLoop = "auto") -> T:
-    """`asyncio.run(main)` on the event loop `event_loop` names: uvloop, where it is installed for
-    "auto", spends less CPU per request in both long-running processes (gRPC calls, the node
-    stream's messages) than asyncio's own loop."""
-    try:
-        loop_factory = _loop_factory(event_loop)
-    except ImportError:
-        main.close()  # never started: no "never awaited" warning
-        raise
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(main)
-
-
-def _loop_factory(event_loop: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    if event_loop == "asyncio":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        if event_loop == "uvloop":
-            raise
-        return None
-    return uvloop.new_event_loop
-
-
-def running_loop_name() -> str:
-    """The running event loop's kind for the logs: "uvloop" or "asyncio"."""
-    return type(asyncio.get_running_loop()).__module__.partition(".")[0]

@@ -16,8 +16,6 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from serval_common.aio import EventLoop
-
 
 class StoreSettings(BaseModel):
     url: str | None = Field(
@@ -390,11 +388,6 @@ class Settings(BaseSettings):
     database_url: str | None = None
     log_format: str = Field(default="text", description="text or json")
     log_level: str = "INFO"
-    event_loop: EventLoop = Field(
-        default="auto",
-        description="The event loop of the API service and the node: uvloop when it is installed "
-        "(auto) costs each request less CPU than asyncio's own loop.",
-    )
     store: StoreSettings = Field(default_factory=StoreSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     node: NodeSettings = Field(default_factory=NodeSettings)

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 
-import pydantic
 import pytest
 
-from serval_common.aio import run, running_loop_name, uninterrupted, wait_changed
-from serval_common.settings import Settings
+from serval_common.aio import uninterrupted, wait_changed
 
 
 def test_a_cancelled_caller_lets_an_uninterrupted_read_finish_then_is_cancelled() -> None:
@@ -54,39 +51,3 @@ def test_wait_changed_says_whether_the_event_came_in_time() -> None:
         return came, await wait_changed(asyncio.Event(), 0.01)
 
     assert asyncio.run(scenario()) == (True, False)
-
-
-async def _loop_in_use() -> tuple[str, asyncio.AbstractEventLoop]:
-    return running_loop_name(), asyncio.get_running_loop()
-
-
-@pytest.mark.parametrize(
-    ("event_loop", "expected"), [("auto", "uvloop"), ("uvloop", "uvloop"), ("asyncio", "asyncio")]
-)
-def test_the_processes_run_on_the_event_loop_the_settings_name(event_loop: str, expected: str) -> None:
-    """uvloop is in the api and node extras, so "auto" (the default) takes it; the loop is closed
-    when the process's main coroutine ends."""
-    name, loop = run(_loop_in_use(), event_loop)  # type: ignore[arg-type]
-    assert name == expected
-    assert loop.is_closed()
-
-
-def test_without_uvloop_auto_falls_back_to_asyncio_and_uvloop_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "uvloop", None)  # what `import uvloop` meets when it is not installed
-    assert run(_loop_in_use(), "auto")[0] == "asyncio"
-    with pytest.raises(ImportError):
-        run(_loop_in_use(), "uvloop")
-
-
-def test_the_event_loop_setting_comes_from_the_environment_and_refuses_unknown_loops(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("SERVAL_EVENT_LOOP", raising=False)
-    assert Settings().event_loop == "auto"
-    monkeypatch.setenv("SERVAL_EVENT_LOOP", "asyncio")
-    assert Settings().event_loop == "asyncio"
-    monkeypatch.setenv("SERVAL_EVENT_LOOP", "trio")
-    with pytest.raises(pydantic.ValidationError, match="event_loop"):
-        Settings()
