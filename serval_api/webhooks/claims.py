@@ -24,13 +24,13 @@ import json
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import Integer, and_, bindparam, case, func, or_, select, update
 
 from serval_api.db.database import Database
-from serval_api.db.models import DeliveryState, Webhook, WebhookDelivery, utcnow
+from serval_api.db.models import DeliveryState, UtcDateTime, Webhook, WebhookDelivery, utcnow
 from serval_common.settings import WebhookSettings
 
 
@@ -68,6 +68,10 @@ class DeliveryClaims:
         self.db = db
         self.settings = settings
         self.replica = replica
+        self._pick = fair_pick(
+            hook_concurrency=settings.hook_concurrency, owner_concurrency=settings.owner_concurrency
+        )
+        """Built once: every replica runs it each poll, and building it cost more than running it."""
 
     async def claim(self, capacity: int) -> list[Claim]:
         """Claim up to `capacity` due rows, in turn between owners, within the hooks' and owners'
@@ -77,13 +81,7 @@ class DeliveryClaims:
         token = f"{self.replica[:180]}/{secrets.token_hex(6)}"
         now = utcnow()
         async with self.db.session() as s:
-            pick = fair_pick(
-                now,
-                capacity,
-                hook_concurrency=self.settings.hook_concurrency,
-                owner_concurrency=self.settings.owner_concurrency,
-            )
-            ids = list((await s.scalars(pick)).all())
+            ids = list((await s.scalars(self._pick, {"now": now, "capacity": capacity})).all())
             if not ids:
                 return []
             free = or_(WebhookDelivery.claimed_until.is_(None), WebhookDelivery.claimed_until < now)
@@ -149,14 +147,15 @@ class DeliveryClaims:
             )
 
 
-def fair_pick(now: datetime, capacity: int, *, hook_concurrency: int, owner_concurrency: int) -> Any:
-    """The ids of the rows to claim now. Of the rows due or in flight (a live claim, on any
+def fair_pick(*, hook_concurrency: int, owner_concurrency: int) -> Any:
+    """The ids of the rows to claim at the bound parameter `now`, at most `capacity` of them. Of the rows due or in flight (a live claim, on any
     replica): of each (hook, build) only the oldest may go, and none while one is in flight (a
     row waiting for its retry lets the next one go); of each hook, the first `hook_concurrency`
     of those, counting the ones in flight first; of each owner, the first `owner_concurrency`
     of those, again counting the ones in flight; then every owner's first, every owner's
     second, …, up to `capacity` rows not yet in flight."""
     d = WebhookDelivery
+    now = bindparam("now", type_=UtcDateTime())
     in_flight = and_(d.claimed_until.is_not(None), d.claimed_until >= now)
     pending = (
         select(
@@ -210,5 +209,5 @@ def fair_pick(now: datetime, capacity: int, *, hook_concurrency: int, owner_conc
         select(lane.id)
         .where(lane.idle == 1, lane.in_owner <= owner_concurrency)
         .order_by(lane.in_owner, lane.next_attempt_at, lane.created_at, lane.id)
-        .limit(capacity)
+        .limit(bindparam("capacity", type_=Integer()))
     )
