@@ -139,6 +139,8 @@ def run_model(
                     record(
                         full_path(system, engine_id, workload, transport, clients, count, profile, text_key)
                     )
+        console.print(f"  idle for {lifecycle.IDLE_S:g} s")
+        models["idle"] = lifecycle.idle_cpu(system)
         console.print(f"  {', '.join(map(str, args.engines))} engines on one base model")
         with pinning.this_process_on(cores.clients):
             models["shared_weights"] = shared_weights.k_engines(

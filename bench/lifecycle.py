@@ -1,5 +1,6 @@
 """Scenarios about models rather than requests: the hot swap to a new revision under load, the node's
-memory against the models it holds, and a cold load from an S3-protocol server (moto)."""
+memory against the models it holds, a cold load from an S3-protocol server (moto), and what the
+processes spend while no request comes."""
 
 from __future__ import annotations
 
@@ -98,6 +99,21 @@ def hot_swap(
         }
 
     return asyncio.run(run())
+
+
+IDLE_S = 15.0
+"""Long enough for every periodic task of the API service (webhook polls, heartbeats) to run many
+times; CPU times tick at 10 ms, so this resolves about 0.7 ms per s."""
+
+
+def idle_cpu(system: System, seconds: float = IDLE_S) -> dict[str, float]:
+    """CPU milliseconds per second the API service and the node spend with a node connected and a
+    model loaded but no request: the background work that the per-request CPU figures of a slow
+    run also carry."""
+    before, start = system.cpu_seconds(), time.monotonic()
+    time.sleep(seconds)
+    after, elapsed = system.cpu_seconds(), time.monotonic() - start
+    return {f"{name}_ms_per_s": 1000 * (after[name] - before[name]) / elapsed for name in ("api", "node")}
 
 
 def model_bytes(folder: Path) -> int:

@@ -113,17 +113,18 @@ def write_json(path: Path, rows: list[Measurement], extra: dict[str, Any]) -> No
 
 
 def print_lifecycle(models: dict[str, dict[str, Any]], console: Console) -> None:
-    """Hot swap, memory and cold load, one row per model."""
-    table = Table(title="models: hot swap under load, node memory, cold load from S3")
+    """Hot swap, memory, cold load and idle CPU, one row per model."""
+    table = Table(title="models: hot swap under load, node memory, cold load from S3, idle CPU")
     columns = (
         "model", "swap: completed → ready s", "fetch s", "load s", "ready after files local s",
         "→ first answer s", "requests", "failed", "node at start MB", "model MB", "models held", "node RSS MB",
-        "RSS per model byte", "fixed base MB", "S3 download s", "MB/s", "load s",
+        "RSS per model byte", "fixed base MB", "S3 download s", "MB/s", "load s", "idle CPU ms/s: api·node",
     )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right")
     for name, figures in models.items():
         swap, memory, cold = figures["hot_swap"], figures["memory"], figures["cold_load_s3"]
+        idle = figures.get("idle")
         table.add_row(
             name,
             _s(swap["completed_to_ready_s"]), _s(swap["node_fetch_s"]), _s(swap["node_load_s"]),
@@ -132,6 +133,7 @@ def print_lifecycle(models: dict[str, dict[str, Any]], console: Console) -> None
             f"{memory['start_rss_mb']:.0f}", f"{memory['model_mb']:.0f}", str(memory["models_held"]),
             f"{memory['rss_mb']:.0f}", f"{memory['rss_per_model_byte']:.2f}", f"{memory['fixed_base_mb']:.0f}",
             _s(cold["download_s"]), f"{cold['download_mb_per_s']:.0f}", _s(cold["load_s"]),
+            "" if idle is None else f"{idle['api_ms_per_s']:.1f} · {idle['node_ms_per_s']:.1f}",
         )  # fmt: skip
     console.print(table)
 
