@@ -18,7 +18,7 @@ demo: $(VENV)/.installed
 
 # The whole suite on SQLite and, at the same time, the tests that use a database again on a private
 # throwaway PostgreSQL cluster (scripts/postgres.sh); the PostgreSQL pass's output follows the SQLite one's.
-# SERVAL_TEST_SPLIT_PASSES moves a few slow database-free modules to the PostgreSQL pass (tests/conftest.py),
+# SERVAL_TEST_SPLIT_PASSES moves a few slow modules that run once to the PostgreSQL pass (tests/conftest.py),
 # unless SERVAL_TEST_POSTGRES=skip leaves that pass out. Each pass ends with its 20 slowest tests.
 test: lint
 	@scripts/system-packages.sh

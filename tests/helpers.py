@@ -4,6 +4,7 @@ a fresh database per test."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -122,7 +123,10 @@ def _postgres_execute(server: str, sql: str) -> None:
         finally:
             await connection.close()
 
-    asyncio.run(execute())
+    # A thread of its own: the caller may be inside a running event loop (Playwright's sync API
+    # runs one), where asyncio.run refuses to start.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, execute()).result()
 
 
 def distinct_weights(model_dir: Path, tag: str) -> Path:

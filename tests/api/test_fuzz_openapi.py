@@ -40,7 +40,8 @@ REAL_ID_EXEMPT = {"DELETE"}
 ADMIN_PATHS = ("/api/v1/api-keys",)
 """Operations only an administrator reaches: fuzzed with an admin key, so their handlers run."""
 
-# Request handling, not storage: the PostgreSQL pass covers the database through the API tests.
+# Runs once: `make test` runs it on the PostgreSQL pass (tests/conftest.py, POSTGRES_PASS_MODULES), a
+# plain `pytest` on SQLite.
 # 420 s: every operation of the document, LibreTranslate's root routes included, on two shared cores.
 pytestmark = [pytest.mark.timeout(420), pytest.mark.sqlite_pass_only]
 
