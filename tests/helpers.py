@@ -369,10 +369,10 @@ def rss_bytes(pid: int) -> int:
     raise ValueError(f"no VmRSS for process {pid}")
 
 
-def metrics_text(rest_base_url: str) -> str:
-    """The API replica's Prometheus metrics (`/metrics`). With a generous timeout: on a loaded
-    2-core machine (both test passes, a build job starting) one scrape has taken over 5 s."""
-    response = httpx.get(f"{rest_base_url.rstrip('/')}/metrics", timeout=60)
+def metrics_text(rest_base_url: str, timeout_s: float = 60) -> str:
+    """The API replica's Prometheus metrics (`/metrics`). The default timeout is generous: on a
+    loaded 2-core machine (both test passes, a build job starting) one scrape has taken over 5 s."""
+    response = httpx.get(f"{rest_base_url.rstrip('/')}/metrics", timeout=timeout_s)
     response.raise_for_status()
     return response.text
 
@@ -381,8 +381,8 @@ def connected_sessions(rest_base_url: str) -> int:
     """Node sessions connected to the API replica at `rest_base_url` (its `/metrics`); -1 when
     it does not answer."""
     try:
-        text = httpx.get(f"{rest_base_url.rstrip('/')}/metrics", timeout=5).text
-    except httpx.TransportError:
+        text = metrics_text(rest_base_url, timeout_s=5)
+    except httpx.HTTPError:
         return -1
     for line in text.splitlines():
         if line.startswith("serval_api_connected_inference_nodes "):

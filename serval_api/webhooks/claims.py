@@ -148,12 +148,12 @@ class DeliveryClaims:
 
 
 def fair_pick(*, hook_concurrency: int, owner_concurrency: int) -> Any:
-    """The ids of the rows to claim at the bound parameter `now`, at most `capacity` of them. Of the rows due or in flight (a live claim, on any
-    replica): of each (hook, build) only the oldest may go, and none while one is in flight (a
-    row waiting for its retry lets the next one go); of each hook, the first `hook_concurrency`
-    of those, counting the ones in flight first; of each owner, the first `owner_concurrency`
-    of those, again counting the ones in flight; then every owner's first, every owner's
-    second, …, up to `capacity` rows not yet in flight."""
+    """The ids of the rows to claim at the bound parameter `now`, at most the bound `capacity`.
+    Of the rows due or in flight (a live claim, on any replica): of each (hook, build) only the
+    oldest may go, and none while one is in flight (a row waiting for its retry lets the next one
+    go); of each hook, the first `hook_concurrency` of those, counting the ones in flight first;
+    of each owner, the first `owner_concurrency` of those, again counting the ones in flight;
+    then every owner's first, every owner's second, …, up to `capacity` rows not yet in flight."""
     d = WebhookDelivery
     now = bindparam("now", type_=UtcDateTime())
     in_flight = and_(d.claimed_until.is_not(None), d.claimed_until >= now)
