@@ -10,9 +10,9 @@ from build_jobs.base_model import convert_to_ctranslate2, import_hf_checkpoint, 
 from build_jobs.base_model.tiny import make_tiny_model
 from build_jobs.base_model.tokenizer import load_nllb_tokenizer
 from serval_common.languages import NLLB_LANGUAGE_CODES
-from tests.helpers import unavailable
+from tests.helpers import EBIBLE, unavailable
 
-DATA = Path(__file__).parents[2] / "shared/data/ebible-nt"
+DATA = EBIBLE
 STEPS = 30
 
 

@@ -4,7 +4,6 @@ import io
 import json
 import zipfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,8 +15,9 @@ from serval_api.auth import ALL_SCOPES
 from serval_api.service.build_segments import NO_PAIRS
 from serval_common.store import ModelStore
 from tests.api.conftest import RunningApi, create_engine
+from tests.helpers import EBIBLE
 
-DATA = Path("/work/shared/data/ebible-nt")
+DATA = EBIBLE
 
 
 def verses(name: str, first_line: int, count: int) -> list[str]:
