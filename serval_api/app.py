@@ -112,12 +112,6 @@ class ApiService:
         dispatcher = Dispatcher(registry, settings)
         jobs = self._launcher or launcher_from_settings(settings)
         launcher = EchoLauncher(jobs, settings.api_instance_name)
-        self.metrics.bind(
-            db,
-            connected_nodes=lambda: len(registry.sessions()),
-            dispatch_queue_size=dispatcher.queue_size,
-            build_job_queue_depth=launcher.queue_depth,
-        )
         fleet = Fleet(registry)
         learning = LearningSync(
             registry,
@@ -133,6 +127,13 @@ class ApiService:
             dispatcher=dispatcher,
             long_poll_max_s=self._long_poll_max_s,
             fleet=fleet,
+        )
+        self.metrics.bind(
+            db,
+            connected_nodes=lambda: len(registry.sessions()),
+            dispatch_queue_size=dispatcher.queue_size,
+            build_job_queue_depth=launcher.queue_depth,
+            long_polls_waiting=lambda: services.quotas.long_polls_waiting,
         )
 
         async def on_exit(build_id: str, code: int, tail: str) -> None:

@@ -93,6 +93,11 @@ class ApiMetrics:
             "Build jobs waiting for the job launcher.",
             registry=self.registry,
         )
+        self.long_polls_waiting = Gauge(
+            "serval_api_long_polls_waiting",
+            "REST long polls and build watches waiting on this replica for a change.",
+            registry=self.registry,
+        )
 
         self.webhook_deliveries = Counter(
             "serval_api_webhook_deliveries",
@@ -138,12 +143,14 @@ class ApiMetrics:
         connected_nodes: Callable[[], int],
         dispatch_queue_size: Callable[[], int],
         build_job_queue_depth: Callable[[], int],
+        long_polls_waiting: Callable[[], int],
     ) -> None:
         """The gauges read these at scrape time; the gRPC interceptor exists before them."""
         self._db = db
         self.connected_nodes.set_function(connected_nodes)
         self.dispatch_queue_depth.set_function(dispatch_queue_size)
         self.build_job_queue_depth.set_function(build_job_queue_depth)
+        self.long_polls_waiting.set_function(long_polls_waiting)
 
     async def scrape(self) -> bytes:
         if self._db is None:

@@ -98,12 +98,19 @@ class Quotas:
         """Subject → long polls waiting on the other replicas, as they last wrote them."""
         self._changed: set[str] = set()
         """Subjects whose count here changed since it was last written."""
+        self._waiting = 0
+        """Long polls waiting on this replica, every key's, limited or not (a metrics gauge)."""
         self._next_renewal = 0.0
         self._task: asyncio.Task[None] | None = None
         self.on_refused: Callable[[Limit], None] | None = None
         """Called once per refusal (the metrics count them)."""
 
     # ---- the limits ------------------------------------------------------------------------
+
+    @property
+    def long_polls_waiting(self) -> int:
+        """Long polls (and build watches) waiting on this replica now, every key's."""
+        return self._waiting
 
     def max_chars(self, caller: Caller, default: int) -> int:
         """The longest segment or text `caller` may send in one request."""
@@ -151,7 +158,11 @@ class Quotas:
         wrote them (at most a second or two old). Nothing here waits on the database."""
         limit = _pick(caller.limits.concurrent_long_polls, self._settings.concurrent_long_polls)
         if limit == 0:
-            yield
+            self._waiting += 1
+            try:
+                yield
+            finally:
+                self._waiting -= 1
             return
         subject = key_subject(caller)
         held = self._held.get(subject, 0)
@@ -164,9 +175,11 @@ class Quotas:
             )
         self._held[subject] = held + 1
         self._changed.add(subject)
+        self._waiting += 1
         try:
             yield
         finally:
+            self._waiting -= 1
             left = self._held.get(subject, 1) - 1
             if left > 0:
                 self._held[subject] = left

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import grpc
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.app import ApiService
@@ -18,6 +19,7 @@ from serval_api.auth import ALL_ENGINE_SCOPES
 from serval_api.builds.launcher import JobLauncher, JobSpec
 from serval_api.service.keys import create_api_key
 from serval_common.settings import ApiSettings, Settings
+from tests.helpers import metrics_text
 
 T = TypeVar("T")
 
@@ -72,6 +74,19 @@ class RunningApi:
         assert self.service.services is not None
         _, plaintext = self.run(create_api_key(self.service.services.db, owner, scopes))
         return plaintext
+
+    def wake_polls_only(self, limit_s: float = 120) -> None:
+        """Long polls wait up to `limit_s` from now on, not `LONG_POLL_MAX_S`: for tests where a
+        change must wake them, so that a slow machine cannot turn a wake into a 408."""
+        assert self.service.services is not None
+        self.service.services.long_poll_max_s = limit_s
+
+    def long_polls_waiting(self) -> int:
+        """The long polls waiting in the service now, as its `/metrics` gauge reports them."""
+        for family in text_string_to_metric_families(metrics_text(self.rest_url)):
+            if family.name == "serval_api_long_polls_waiting":
+                return int(family.samples[0].value)
+        raise AssertionError("/metrics has no serval_api_long_polls_waiting")
 
     def client(self, owner: str = "owner-a", scopes: tuple[str, ...] = ALL_ENGINE_SCOPES) -> httpx.Client:
         return httpx.Client(

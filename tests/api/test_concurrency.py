@@ -19,6 +19,7 @@ from serval_api.db.models import Build, Engine
 from serval_api.service import build_transitions, platform
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
 from tests.api.test_platform_api import as_job, job_stub
+from tests.helpers import wait_until
 
 T = TypeVar("T")
 
@@ -111,15 +112,17 @@ def test_completion_racing_a_cancel_has_one_outcome(api: RunningApi, client: htt
 
 
 def test_many_long_polls_all_wake_on_one_change(api: RunningApi, client: httpx.Client) -> None:
+    api.wake_polls_only()
     base, build_id = start_build(client)
     url = f"{base}/builds/{build_id}"
     with ThreadPoolExecutor(POLLERS) as pool:
         polls = [pool.submit(client.get, url, params={"min-revision": 2}) for _ in range(POLLERS)]
-        time.sleep(LONG_POLL_MAX_S / 4)
+        wait_until(lambda: api.long_polls_waiting() == POLLERS, 60, "every poll waiting")
         job_stub(api).BuildStarted(platform_pb2.BuildStartedRequest(build_id=build_id), metadata=as_job(api))
-        answers = [p.result(timeout=LONG_POLL_MAX_S + 5) for p in polls]
+        answers = [p.result(timeout=60) for p in polls]
     assert [a.status_code for a in answers] == [200] * POLLERS
     assert {(a.json()["revision"], a.json()["state"]) for a in answers} == {(2, "Active")}
+    assert api.long_polls_waiting() == 0
 
 
 def test_long_polls_on_an_unchanging_build_time_out_with_408(client: httpx.Client) -> None:

@@ -68,3 +68,4 @@ def test_metrics_count_rest_grpc_builds_and_queues(api: RunningApi, client: http
     assert sample(text, "serval_api_connected_inference_nodes") == 0
     assert sample(text, "serval_api_dispatch_queue_depth") == 0
     assert sample(text, "serval_api_build_job_queue_depth") == 0
+    assert sample(text, "serval_api_long_polls_waiting") == 0

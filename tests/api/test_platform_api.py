@@ -9,7 +9,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.db.models import Build
-from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine
+from tests.helpers import wait_until
 
 
 def job_stub(api: RunningApi) -> platform_pb2_grpc.TranslationPlatformApiStub:
@@ -40,10 +41,12 @@ def test_lifecycle_through_the_platform_api(api: RunningApi, client: httpx.Clien
     build_url = f"{base}/builds/{build['id']}"
     job = job_stub(api)
 
+    api.wake_polls_only()
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(client.get, build_url, params={"min-revision": 2})
+        wait_until(lambda: api.long_polls_waiting() == 1, 60, "the poll waiting")
         job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=build["id"]), metadata=as_job(api))
-        woke = waiting.result(timeout=LONG_POLL_MAX_S)
+        woke = waiting.result(timeout=60)
     assert woke.status_code == 200
     assert woke.json()["state"] == "Active"
     assert woke.json()["revision"] == 2
@@ -85,13 +88,15 @@ def test_current_build_long_poll_returns_the_finished_build(api: RunningApi, cli
     engine = create_engine(client)
     base = f"/translation/engines/{engine['id']}"
     build = client.post(f"{base}/builds", json={}).json()
+    api.wake_polls_only()
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(client.get, f"{base}/current-build", params={"min-revision": 2})
+        wait_until(lambda: api.long_polls_waiting() == 1, 60, "the poll waiting")
         job_stub(api).BuildFaulted(
             platform_pb2.BuildFaultedRequest(build_id=build["id"], message="out of memory"),
             metadata=as_job(api),
         )
-        woke = waiting.result(timeout=LONG_POLL_MAX_S)
+        woke = waiting.result(timeout=60)
     assert woke.status_code == 200
     assert (woke.json()["state"], woke.json()["message"]) == ("Faulted", "out of memory")
 

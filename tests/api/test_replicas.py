@@ -27,7 +27,7 @@ from serval_common.settings import ApiSettings, Settings
 from tests.api.conftest import RunningApi, create_engine
 from tests.api.test_platform_api import as_job, job_stub
 from tests.api.test_watch_build import engine_stub
-from tests.helpers import TEST_DATABASE_URL
+from tests.helpers import TEST_DATABASE_URL, wait_until
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get(TEST_DATABASE_URL),
@@ -40,7 +40,7 @@ T = TypeVar("T")
 # Far apart, so that a loaded machine's slow wake-up is never taken for a timeout, nor the reverse.
 PARKED_MAX_S = 40.0
 WOKE_WITHIN_S = 20.0
-SETTLE_S = 0.3  # long enough for a request to reach B and park there
+SETTLE_S = 0.3  # long enough for a watch on B to read the build and park
 
 
 class Replicas:
@@ -82,10 +82,12 @@ def replicas(tmp_path: Path, database_url: str) -> Iterator[Replicas]:
         a.close()
 
 
-def parked(pool: ThreadPoolExecutor, call: Callable[[], T]) -> Future[T]:
-    """Start `call` and check it is still waiting a moment later."""
+def parked(pool: ThreadPoolExecutor, on: RunningApi, call: Callable[[], T]) -> Future[T]:
+    """Start `call`, a long poll to replica `on`, and return once it waits there (its gauge of
+    waiting polls has grown); fails if it answered without waiting."""
+    before = on.long_polls_waiting()
     future = pool.submit(call)
-    time.sleep(SETTLE_S)
+    wait_until(lambda: future.done() or on.long_polls_waiting() > before, 60, "the poll waiting")
     assert not future.done(), f"returned without waiting: {future.result()}"
     return future
 
@@ -112,7 +114,7 @@ def test_long_polls_on_b_wake_on_changes_reported_to_a(replicas: Replicas) -> No
     assert client_b.get(build_url).json()["state"] == "Pending"
 
     with ThreadPoolExecutor(1) as pool:
-        waiting = parked(pool, lambda: client_b.get(build_url, params={"min-revision": 2}))
+        waiting = parked(pool, replicas.b, lambda: client_b.get(build_url, params={"min-revision": 2}))
         since = time.monotonic()
         replicas.report("BuildStarted", platform_pb2.BuildStartedRequest(build_id=build_id))
         started = woken(waiting, since)
@@ -122,7 +124,7 @@ def test_long_polls_on_b_wake_on_changes_reported_to_a(replicas: Replicas) -> No
             2,
         )
 
-        waiting = parked(pool, lambda: client_b.get(build_url, params={"min-revision": 3}))
+        waiting = parked(pool, replicas.b, lambda: client_b.get(build_url, params={"min-revision": 3}))
         since = time.monotonic()
         replicas.report(
             "UpdateBuildStatus",
@@ -138,7 +140,9 @@ def test_long_polls_on_b_wake_on_changes_reported_to_a(replicas: Replicas) -> No
             "training",
         )
 
-        waiting = parked(pool, lambda: client_b.get(f"{base}/current-build", params={"min-revision": 4}))
+        waiting = parked(
+            pool, replicas.b, lambda: client_b.get(f"{base}/current-build", params={"min-revision": 4})
+        )
         since = time.monotonic()
         replicas.report(
             "BuildCompleted",
@@ -202,7 +206,7 @@ def test_b_recovers_after_its_listener_connection_is_killed(database_url: str, r
     with ThreadPoolExecutor(1) as pool:
         # Killed while a poll is parked, and the change made at once, most likely before B listens
         # again: B's reconnect must wake the poll, which then reads the change.
-        waiting = parked(pool, lambda: client_b.get(build_url, params={"min-revision": 2}))
+        waiting = parked(pool, replicas.b, lambda: client_b.get(build_url, params={"min-revision": 2}))
         since = time.monotonic()
         assert terminate_backends(database_url, listener) == 1
         replicas.report("BuildStarted", platform_pb2.BuildStartedRequest(build_id=build_id))
@@ -211,7 +215,7 @@ def test_b_recovers_after_its_listener_connection_is_killed(database_url: str, r
 
         # Listening again: a later change reaches B by a notification.
         wait_for_listener(database_url, listener)
-        waiting = parked(pool, lambda: client_b.get(build_url, params={"min-revision": 3}))
+        waiting = parked(pool, replicas.b, lambda: client_b.get(build_url, params={"min-revision": 3}))
         since = time.monotonic()
         replicas.report(
             "BuildCompleted",
