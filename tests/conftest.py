@@ -6,9 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, TEST_DATABASE_URL, free_port, fresh_database, start_moto_server, verse_pairs
+from tests.helpers import (
+    REPO,
+    TEST_DATABASE_URL,
+    drop_database_templates,
+    free_port,
+    fresh_database,
+    start_moto_server,
+    verse_pairs,
+)
 
-DATABASE_FIXTURES = frozenset({"database_url", "e2e_database_url"})
+DATABASE_FIXTURES = frozenset({"database_url", "empty_database_url", "e2e_database_url"})
 
 
 SPLIT_PASSES = "SERVAL_TEST_SPLIT_PASSES"
@@ -73,6 +81,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    drop_database_templates()
+
+
 def _balanced(item: pytest.Item) -> bool:
     return item.path.resolve().relative_to(REPO).as_posix() in POSTGRES_PASS_MODULES
 
@@ -119,8 +131,16 @@ THOT_MODEL_PAIRS = 300
 
 @pytest.fixture
 def database_url(tmp_path: Path) -> Iterator[str]:
-    """An empty database for this test alone, on SQLite or on SERVAL_TEST_DATABASE_URL's server."""
+    """A database for this test alone, with the newest schema and no rows, on SQLite or on
+    SERVAL_TEST_DATABASE_URL's server."""
     with fresh_database(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(tmp_path: Path) -> Iterator[str]:
+    """Like `database_url`, but empty: no schema yet (for tests of the migrations)."""
+    with fresh_database(tmp_path, migrated=False) as url:
         yield url
 
 

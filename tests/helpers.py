@@ -4,17 +4,20 @@ a fresh database per test."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -118,22 +121,95 @@ def verse_pairs(source: str, target: str, limit: int) -> tuple[list[str], list[s
 
 
 @contextlib.contextmanager
-def fresh_database(sqlite_dir: Path) -> Iterator[str]:
-    """The URL of an empty database of one's own: a SQLite file in `sqlite_dir`, or, when
+def fresh_database(sqlite_dir: Path, *, migrated: bool = True) -> Iterator[str]:
+    """The URL of a database of one's own: a SQLite file in `sqlite_dir`, or, when
     SERVAL_TEST_DATABASE_URL names a PostgreSQL server's maintenance database (`make test` sets it),
-    a new uniquely named database there, dropped afterwards."""
+    a new uniquely named database there, dropped afterwards.
+
+    It holds the newest schema and no rows: a copy of a template this test process migrated once,
+    which spares each test the migrations (the service's own `migrate` then finds nothing to do).
+    `migrated=False` gives an empty database instead, for tests of the migrations themselves."""
     server = os.environ.get(TEST_DATABASE_URL)
     if not server:
-        yield f"sqlite:///{(sqlite_dir / 'serval.db').resolve()}"
+        path = (sqlite_dir / "serval.db").resolve()
+        if migrated:
+            _copy_sqlite(_sqlite_template(), path)
+        yield f"sqlite:///{path}"
         return
     if make_url(server).get_backend_name() != "postgresql":
         raise ValueError(f"{TEST_DATABASE_URL} must be a postgresql:// URL, not {server!r}")
     name = f"serval_test_{uuid.uuid4().hex[:16]}"
-    _postgres_execute(server, f'CREATE DATABASE "{name}"')
+    template = f' TEMPLATE "{_postgres_template(server)}"' if migrated else ""
+    _postgres_execute(server, f'CREATE DATABASE "{name}"{template}')
     try:
-        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+        yield _database_url(server, name)
     finally:
         _postgres_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+_templates: dict[str, str] = {}
+_templates_lock = threading.Lock()
+
+
+def _sqlite_template() -> Path:
+    """A SQLite database migrated to the newest schema, made once per test process."""
+    with _templates_lock:
+        if "sqlite" not in _templates:
+            folder = Path(tempfile.mkdtemp(prefix="serval-template-"))
+            atexit.register(shutil.rmtree, folder, True)
+            path = folder / "serval.db"
+            _migrate(f"sqlite:///{path}")
+            _templates["sqlite"] = str(path)
+        return Path(_templates["sqlite"])
+
+
+def _copy_sqlite(source: Path, target: Path) -> None:
+    """Copy through SQLite's backup API, which gives a whole database whatever its journal holds."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        contextlib.closing(sqlite3.connect(source)) as src,
+        contextlib.closing(sqlite3.connect(target)) as dst,
+    ):
+        src.backup(dst)
+
+
+def _postgres_template(server: str) -> str:
+    """The name of a database on `server` migrated to the newest schema, made once per test
+    process and dropped at the session's end; new test databases are made from it (CREATE DATABASE …
+    TEMPLATE), which PostgreSQL allows while nothing is connected to it."""
+    with _templates_lock:
+        if server not in _templates:
+            name = f"serval_template_{uuid.uuid4().hex[:16]}"
+            _postgres_execute(server, f'CREATE DATABASE "{name}"')
+            _migrate(_database_url(server, name))
+            _templates[server] = name
+        return _templates[server]
+
+
+def drop_database_templates() -> None:
+    """Drop the PostgreSQL templates this process made (the session's end calls it)."""
+    with _templates_lock:
+        for server, name in list(_templates.items()):
+            if server != "sqlite":
+                _postgres_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                del _templates[server]
+
+
+def _database_url(server: str, name: str) -> str:
+    return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+
+def _migrate(url: str) -> None:
+    from serval_api.db.database import Database
+
+    async def migrate() -> None:
+        db = Database(url)
+        try:
+            await db.migrate()
+        finally:
+            await db.close()
+
+    _in_a_thread(migrate())
 
 
 def _postgres_execute(server: str, sql: str) -> None:
@@ -148,10 +224,14 @@ def _postgres_execute(server: str, sql: str) -> None:
         finally:
             await connection.close()
 
-    # A thread of its own: the caller may be inside a running event loop (Playwright's sync API
-    # runs one), where asyncio.run refuses to start.
+    _in_a_thread(execute())
+
+
+def _in_a_thread(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end on a thread of its own: the caller may be inside a running event
+    loop (Playwright's sync API runs one), where asyncio.run refuses to start."""
     with concurrent.futures.ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, execute()).result()
+        thread.submit(asyncio.run, work).result()
 
 
 def distinct_weights(model_dir: Path, tag: str) -> Path:

@@ -41,8 +41,8 @@ def test_help(command: list[str]) -> None:
     assert "Usage:" in result.output
 
 
-def test_api_keys_on_a_fresh_database(tmp_path: Path, database_url: str) -> None:
-    home = ["--home", str(tmp_path), "--database-url", database_url]
+def test_api_keys_on_a_fresh_database(tmp_path: Path, empty_database_url: str) -> None:
+    home = ["--home", str(tmp_path), "--database-url", empty_database_url]
     created = runner.invoke(app, ["admin", "api-key", "create", "--owner", "alice", *home])
     assert created.exit_code == 0, created.output
     key = created.output.strip().splitlines()[-1]
@@ -61,8 +61,8 @@ def test_api_keys_on_a_fresh_database(tmp_path: Path, database_url: str) -> None
     assert len(re.findall(r"\d{4}-\d\d-\d\d", row())) == 2, "the revocation date is listed"
 
 
-def test_node_tokens_on_a_fresh_database(tmp_path: Path, database_url: str) -> None:
-    home = ["--home", str(tmp_path), "--database-url", database_url]
+def test_node_tokens_on_a_fresh_database(tmp_path: Path, empty_database_url: str) -> None:
+    home = ["--home", str(tmp_path), "--database-url", empty_database_url]
     created = runner.invoke(app, ["admin", "node-token", "create", "--name", "gpu-pool", *home])
     assert created.exit_code == 0, created.output
     token = created.output.strip().splitlines()[-1]

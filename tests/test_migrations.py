@@ -33,9 +33,9 @@ def tables(connection: Connection) -> set[str]:
     return set(inspect(connection).get_table_names())
 
 
-def test_migrated_database_matches_the_models(database_url: str) -> None:
+def test_migrated_database_matches_the_models(empty_database_url: str) -> None:
     async def check() -> list[Any]:
-        db = Database(database_url)
+        db = Database(empty_database_url)
         try:
             await db.migrate()
             await db.migrate()
@@ -47,9 +47,9 @@ def test_migrated_database_matches_the_models(database_url: str) -> None:
     assert asyncio.run(check()) == []
 
 
-def test_downgrade_to_base_and_back(database_url: str) -> None:
+def test_downgrade_to_base_and_back(empty_database_url: str) -> None:
     async def check() -> tuple[set[str], set[str]]:
-        db = Database(database_url)
+        db = Database(empty_database_url)
         try:
             await db.migrate()
             async with db.engine.begin() as conn:
@@ -67,9 +67,9 @@ def test_downgrade_to_base_and_back(database_url: str) -> None:
     assert migrated == set(Base.metadata.tables) | {"alembic_version"}
 
 
-def test_tables_without_migration_history_are_not_touched(database_url: str) -> None:
+def test_tables_without_migration_history_are_not_touched(empty_database_url: str) -> None:
     async def check() -> set[str]:
-        db = Database(database_url)
+        db = Database(empty_database_url)
         try:
             async with db.engine.begin() as conn:
                 await conn.execute(text("CREATE TABLE engines (id VARCHAR(64) PRIMARY KEY)"))
@@ -83,11 +83,11 @@ def test_tables_without_migration_history_are_not_touched(database_url: str) -> 
     assert asyncio.run(check()) == {"engines"}
 
 
-def test_a_database_of_the_first_release_upgrades_with_its_rows(database_url: str) -> None:
+def test_a_database_of_the_first_release_upgrades_with_its_rows(empty_database_url: str) -> None:
     """Rows written under revision 0001 survive the upgrade to head, new columns defaulted."""
 
     async def check() -> tuple[Any, ...]:
-        db = Database(database_url)
+        db = Database(empty_database_url)
         try:
             async with db.engine.begin() as conn:
                 await conn.run_sync(lambda c: upgrade(c, "0001"))
@@ -116,7 +116,7 @@ def test_a_database_of_the_first_release_upgrades_with_its_rows(database_url: st
     assert asyncio.run(check()) == ("b1", 3, None, 0)
 
 
-def test_builds_corpus_entries_move_to_the_models_serialization_and_back(database_url: str) -> None:
+def test_builds_corpus_entries_move_to_the_models_serialization_and_back(empty_database_url: str) -> None:
     """A build written under 0004 stored the client's camelCase request; 0005 rewrites it as
     `build_corpora` serializes it (a `corpusId` then meant a parallel corpus), and back."""
     camel_train = [
@@ -129,7 +129,7 @@ def test_builds_corpus_entries_move_to_the_models_serialization_and_back(databas
     camel_pretranslate = [{"corpusId": "pc1", "sourceFilters": [{"corpusId": "c1"}]}]
 
     async def check() -> tuple[Any, ...]:
-        db = Database(database_url)
+        db = Database(empty_database_url)
         try:
             async with db.engine.begin() as conn:
                 await conn.run_sync(lambda c: upgrade(c, "0004"))
@@ -218,13 +218,13 @@ def test_builds_corpus_entries_move_to_the_models_serialization_and_back(databas
     assert downgraded[1] == ("b2", [], None)
 
 
-def test_engines_next_model_revision_is_backfilled_past_every_revision_given(database_url: str) -> None:
+def test_engines_next_model_revision_is_backfilled_past_every_revision_given(empty_database_url: str) -> None:
     """0006 starts each engine's counter past its builds' target revisions (a faulted build's
     too: its partial folder may be in the store) and its current revision; down and up again
     keeps every engine and build."""
 
     async def check() -> tuple[dict[str, int], int, dict[str, int]]:
-        db = Database(database_url)
+        db = Database(empty_database_url)
         try:
             async with db.engine.begin() as conn:
                 await conn.run_sync(lambda c: upgrade(c, "0005"))
@@ -273,13 +273,13 @@ def test_engines_next_model_revision_is_backfilled_past_every_revision_given(dat
     assert again == upgraded
 
 
-def test_api_keys_made_before_names_and_expiry_keep_working(database_url: str) -> None:
+def test_api_keys_made_before_names_and_expiry_keep_working(empty_database_url: str) -> None:
     """0010 adds `name` and `expires_at` in place: a key written under 0009 is still found by its
     hash, authenticates (it never expires) and reads its prefix as its name; down and up again
     keeps it."""
 
     async def check() -> tuple[Any, ...]:
-        db = Database(database_url)
+        db = Database(empty_database_url)
         try:
             async with db.engine.begin() as conn:
                 await conn.run_sync(lambda c: upgrade(c, "0009"))
