@@ -10,6 +10,7 @@ import logging
 import signal
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import uvicorn
@@ -56,11 +57,45 @@ GRACE_S = 5.0
 
 
 class _RestServer(uvicorn.Server):
-    """Signals belong to `ApiService.run_forever`, which stops both servers together."""
+    """Signals belong to `ApiService.run_forever`, which stops both servers together.
+
+    `exit_now` stops it without uvicorn's idle waits: its loop notices `should_exit` only at its
+    next 0.1 s tick, and its shutdown then waits a fixed 0.1 s for open connections to close even
+    when none is open. A test's service stops once per test, so those waits added minutes to the
+    suite (`lifespan="off"`: there is no lifespan to end)."""
+
+    _looping: asyncio.Task[Any] | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    def exit_now(self) -> None:
+        self.should_exit = True
+        if self._looping is not None:
+            self._looping.cancel()
+
+    async def main_loop(self) -> None:
+        task = self._looping = asyncio.current_task()
+        try:
+            await super().main_loop()
+        except asyncio.CancelledError:
+            if task is None or not self.should_exit:
+                raise
+            task.uncancel()  # `exit_now` interrupted the tick's sleep: go on to shut down
+        finally:
+            self._looping = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.server_state.connections or self.server_state.tasks:
+            await super().shutdown(sockets=sockets)  # uvicorn's grace for open connections
+            return
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for server in self.servers:
+            await server.wait_closed()
 
 
 class ApiService:
@@ -80,7 +115,7 @@ class ApiService:
         self.grpc_port: int | None = None
         self.rest_port: int | None = None
         self._grpc: grpc.aio.Server | None = None
-        self._rest: uvicorn.Server | None = None
+        self._rest: _RestServer | None = None
         self._rest_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._watchers: list[asyncio.Task[None]] = []
@@ -252,7 +287,7 @@ class ApiService:
         await asyncio.gather(*self._watchers, return_exceptions=True)
         self._watchers.clear()
         if self._rest is not None:
-            self._rest.should_exit = True
+            self._rest.exit_now()
         if self._rest_task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._rest_task, GRACE_S + 1)

@@ -94,6 +94,9 @@ class RunningApi:
         )
 
     def close(self) -> None:
+        """Stop the service (a test may, before its fixture does)."""
+        if self.loop.is_closed():
+            return
         self.channel.close()
         self.run(self.service.stop())
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -1,0 +1,43 @@
+"""Stopping the API service: the REST server closes its port, and a request under way when the
+stop begins still gets its answer (uvicorn's grace for open connections)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from tests.api.conftest import RunningApi, create_engine
+from tests.helpers import wait_until
+
+
+def refuses_connections(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_an_idle_service_stops_and_frees_its_port(api: RunningApi) -> None:
+    port = api.service.rest_port
+    assert not refuses_connections(port)
+    api.close()
+    assert refuses_connections(port)
+
+
+def test_a_long_poll_under_way_is_answered_before_the_service_stops(api: RunningApi) -> None:
+    port = api.service.rest_port
+    with api.client() as client:
+        engine = create_engine(client)
+        build = client.post(f"/translation/engines/{engine['id']}/builds", json={}).json()
+        url = f"/translation/engines/{engine['id']}/builds/{build['id']}"
+        with ThreadPoolExecutor(1) as pool:
+            polling = pool.submit(client.get, url, params={"min-revision": 2})
+            wait_until(lambda: api.long_polls_waiting() == 1, 60, "the poll waiting")
+            stopping = threading.Thread(target=api.close)
+            stopping.start()
+            answer: httpx.Response = polling.result(timeout=60)
+            stopping.join(60)
+    assert answer.status_code == 408, answer.text  # the poll ran to its limit; nothing changed
+    assert not stopping.is_alive()
+    assert refuses_connections(port)
