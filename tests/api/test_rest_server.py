@@ -1,11 +1,14 @@
-"""Stopping the API service: the REST server closes its port, and a request under way when the
-stop begins still gets its answer (uvicorn's grace for open connections)."""
+"""The REST server's own loop (`serval_api.app._RestServer`): responses carry a current Date
+header, a stop closes the port, and a request under way when the stop begins still gets its
+answer (uvicorn's grace for open connections)."""
 
 from __future__ import annotations
 
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 import httpx
 
@@ -16,6 +19,17 @@ from tests.helpers import wait_until
 def refuses_connections(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_responses_carry_the_current_date(api: RunningApi) -> None:
+    dates = []
+    with api.client() as client:
+        for _ in range(3):
+            answer = client.get("/translation/engines")
+            dates.append(parsedate_to_datetime(answer.headers["date"]))
+            assert abs((datetime.now(UTC) - dates[-1]).total_seconds()) < 5, answer.headers["date"]
+            threading.Event().wait(1.2)  # past the server's next tick
+    assert dates[-1] > dates[0], "the header is refreshed as the server ticks"
 
 
 def test_an_idle_service_stops_and_frees_its_port(api: RunningApi) -> None:
