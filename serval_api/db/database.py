@@ -44,6 +44,8 @@ class Database:
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
             event.listen(self.engine.sync_engine, "begin", _sqlite_begin_immediate)
+            event.listen(self.engine.sync_engine, "close", _sqlite_roll_back_before_close)
+            event.listen(self.engine.sync_engine, "close_detached", _sqlite_roll_back_before_close)
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
 
     async def migrate(self) -> None:
@@ -84,6 +86,23 @@ def _sqlite_begin_immediate(conn: Connection) -> None:
     """Take SQLite's write lock when a transaction starts, not at its first write: a transaction
     that read a row then can never lose an update to another writer (SQLite has no FOR UPDATE)."""
     conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_roll_back_before_close(dbapi_conn: Any, *_: Any) -> None:
+    """Queue a ROLLBACK on the connection's own thread, ahead of its close.
+
+    A task cancelled inside a statement (a client that drops a long poll or a WatchBuild) makes the
+    pool close that connection with its transaction open. SQLite defers closing a connection while
+    any of its statements is alive (a cursor the cancelled task's traceback still holds), and the
+    deferred connection keeps the write lock that BEGIN IMMEDIATE took: every writer then waits out
+    busy_timeout and fails, until the garbage collector happens to free the cursor. A rollback first
+    releases the lock at once; on a connection in no transaction it does nothing. aiosqlite runs what
+    is queued in order, so the rollback precedes the close queued next (SQLAlchemy's aiosqlite dialect
+    queues its own calls the same way)."""
+    driver = dbapi_conn.driver_connection
+    raw = getattr(driver, "_connection", None)
+    if raw is not None:
+        driver._tx.put_nowait((None, raw.rollback))
 
 
 def _ensure_sqlite_dir(url: str) -> None:
