@@ -156,14 +156,21 @@ class Quotas:
         """Held while one of `caller`'s long polls waits; `RateLimited` when its key already holds
         its limit's worth: this replica's, counted exactly, and the other replicas', as they last
         wrote them (at most a second or two old). Nothing here waits on the database."""
+        subject = await self._claim_long_poll(caller)
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if subject is not None:
+                self._release_long_poll(subject)
+
+    async def _claim_long_poll(self, caller: Caller) -> str | None:
+        """Count one more long poll of `caller`'s key: the subject counted, None for a key with no
+        limit; `RateLimited` when the key already holds its limit's worth."""
         limit = _pick(caller.limits.concurrent_long_polls, self._settings.concurrent_long_polls)
         if limit == 0:
-            self._waiting += 1
-            try:
-                yield
-            finally:
-                self._waiting -= 1
-            return
+            return None
         subject = key_subject(caller)
         held = self._held.get(subject, 0)
         if held + self._held_elsewhere.get(subject, 0) >= limit:
@@ -175,17 +182,15 @@ class Quotas:
             )
         self._held[subject] = held + 1
         self._changed.add(subject)
-        self._waiting += 1
-        try:
-            yield
-        finally:
-            self._waiting -= 1
-            left = self._held.get(subject, 1) - 1
-            if left > 0:
-                self._held[subject] = left
-            else:
-                self._held.pop(subject, None)
-            self._changed.add(subject)
+        return subject
+
+    def _release_long_poll(self, subject: str) -> None:
+        left = self._held.get(subject, 1) - 1
+        if left > 0:
+            self._held[subject] = left
+        else:
+            self._held.pop(subject, None)
+        self._changed.add(subject)
 
     # ---- counting --------------------------------------------------------------------------
 
