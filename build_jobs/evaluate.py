@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from build_jobs.cpu_threads import CPU_THREADS
+
 BEAM_SIZE = 2
 BATCH_SIZE = 32
 
@@ -28,7 +30,7 @@ class NllbTranslator:
     what the node serves. A code the model does not know reaches CTranslate2 as `<unk>` (the base
     model before codes are added)."""
 
-    def __init__(self, ct2_dir: Path, *, device: str = "cpu", intra_threads: int = 1) -> None:
+    def __init__(self, ct2_dir: Path, *, device: str = "cpu", intra_threads: int = CPU_THREADS) -> None:
         import ctranslate2
 
         from inference_gpu.nllb import NllbTokenizer

@@ -11,14 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from build_jobs.base_model.convert import without_progress_bars
-from build_jobs.base_model.tiny import (
-    TRAINING_THREADS,
-    _batches,
-    _collate,
-    _torch_threads,
-    encode_pairs,
-)
+from build_jobs.base_model.tiny import _batches, _collate, encode_pairs
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, load_nllb_tokenizer, save_nllb_tokenizer
+from build_jobs.cpu_threads import torch_threads
 
 if TYPE_CHECKING:
     import torch
@@ -133,7 +128,7 @@ def finetune(
     tokenizer = load_tokenizer(hf_dir, previously_added)
     new_codes = add_codes(tokenizer, [source_code, target_code])
     examples = encode_pairs(tokenizer, pairs, source_code, target_code, max_length)
-    with _torch_threads(TRAINING_THREADS), without_progress_bars():
+    with torch_threads(), without_progress_bars():
         torch.manual_seed(seed)
         model = M2M100ForConditionalGeneration.from_pretrained(str(hf_dir))
         if len(tokenizer) != model.get_input_embeddings().num_embeddings:

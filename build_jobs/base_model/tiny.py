@@ -5,13 +5,13 @@ at a constant learning rate before its output resembles the target language."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from build_jobs.base_model.convert import without_progress_bars
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, make_nllb_tokenizer, save_nllb_tokenizer
+from build_jobs.cpu_threads import torch_threads
 from serval_common.languages import NLLB_LANGUAGE_CODE_SET
 
 if TYPE_CHECKING:
@@ -27,9 +27,6 @@ BOS_ID = 0
 PAD_ID = 1
 EOS_ID = 2
 IGNORED_LABEL = -100
-# A model this small gains ~1.3x from a second thread on idle cores but runs 4-5x slower with two
-# threads when other processes share the cores (measured on 2 cores), so it trains on one.
-TRAINING_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ def make_tiny_model(
     tokenizer = make_nllb_tokenizer([line for pair in pairs for line in pair], out_dir, vocab_size=vocab_size)
     examples = encode_pairs(tokenizer, pairs, source_code, target_code)
 
-    with _torch_threads(TRAINING_THREADS):
+    with torch_threads():
         torch.manual_seed(seed)
         model = M2M100ForConditionalGeneration(
             nllb_config(len(tokenizer), d_model=d_model, layers=layers, heads=heads, ffn=ffn)
@@ -201,15 +198,3 @@ def _collate(batch: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 def _pad(rows: list[list[int]], value: int) -> list[list[int]]:
     width = max(len(row) for row in rows)
     return [row + [value] * (width - len(row)) for row in rows]
-
-
-@contextmanager
-def _torch_threads(count: int) -> Iterator[None]:
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
