@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from build_jobs.cpu_threads import CPU_THREADS
 from build_jobs.evaluate import NllbTranslator
 from build_jobs.finetune import Canceled
 from serval_common.manifest import fetch_folder
@@ -74,7 +73,7 @@ def pretranslate(
     out = [{**row, "translation": "", "confidence": 1.0} for row in rows]
     pending = [i for i, row in enumerate(rows) if str(row.get("translation") or "").strip()]
     if pending:
-        translator = NllbTranslator(model_dir, device="auto", intra_threads=CPU_THREADS)
+        translator = NllbTranslator(model_dir, device="auto")
         for start in range(0, len(pending), batch_size):
             if should_cancel is not None and should_cancel():
                 raise Canceled("the build was canceled while pretranslating")

@@ -147,20 +147,22 @@ def fresh_database(sqlite_dir: Path, *, migrated: bool = True) -> Iterator[str]:
         _postgres_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-_templates: dict[str, str] = {}
 _templates_lock = threading.Lock()
+_sqlite_template_path: Path | None = None
+_postgres_templates: dict[str, str] = {}
+"""Template database names by server URL."""
 
 
 def _sqlite_template() -> Path:
     """A SQLite database migrated to the newest schema, made once per test process."""
+    global _sqlite_template_path
     with _templates_lock:
-        if "sqlite" not in _templates:
+        if _sqlite_template_path is None:
             folder = Path(tempfile.mkdtemp(prefix="serval-template-"))
             atexit.register(shutil.rmtree, folder, True)
-            path = folder / "serval.db"
-            _migrate(f"sqlite:///{path}")
-            _templates["sqlite"] = str(path)
-        return Path(_templates["sqlite"])
+            _migrate(f"sqlite:///{folder / 'serval.db'}")
+            _sqlite_template_path = folder / "serval.db"
+        return _sqlite_template_path
 
 
 def _copy_sqlite(source: Path, target: Path) -> None:
@@ -178,21 +180,20 @@ def _postgres_template(server: str) -> str:
     process and dropped at the session's end; new test databases are made from it (CREATE DATABASE …
     TEMPLATE), which PostgreSQL allows while nothing is connected to it."""
     with _templates_lock:
-        if server not in _templates:
+        if server not in _postgres_templates:
             name = f"serval_template_{uuid.uuid4().hex[:16]}"
             _postgres_execute(server, f'CREATE DATABASE "{name}"')
             _migrate(_database_url(server, name))
-            _templates[server] = name
-        return _templates[server]
+            _postgres_templates[server] = name
+        return _postgres_templates[server]
 
 
 def drop_database_templates() -> None:
     """Drop the PostgreSQL templates this process made (the session's end calls it)."""
     with _templates_lock:
-        for server, name in list(_templates.items()):
-            if server != "sqlite":
-                _postgres_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                del _templates[server]
+        while _postgres_templates:
+            server, name = _postgres_templates.popitem()
+            _postgres_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _database_url(server: str, name: str) -> str:
