@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import unicodedata
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from itertools import accumulate
 from pathlib import Path
 
 import sentencepiece as spm
 from sacremoses import MosesPunctNormalizer
-from sentencepiece import sentencepiece_pb2
 
 SP_MODEL = "sentencepiece.bpe.model"
 EOS = "</s>"
@@ -34,9 +35,18 @@ _NO_SPACE_AFTER = frozenset("([{“‘«‹¿¡")
 _AMBIGUOUS_QUOTES = frozenset("\"'")
 
 
+_SPACE_RUN = " +"
+"""A Moses rule (it appears three times) that replaces a run of spaces by one space: it changes text
+only where two spaces meet, so it is compiled as `" {2,}"`, which gives the same output but finds
+nothing in most text instead of every space (`normalize_with_origins` skips rules that find nothing)."""
+
+
 def _moses() -> MosesPunctNormalizer:
     normalizer = MosesPunctNormalizer()
-    normalizer.substitutions = [(re.compile(pattern), sub) for pattern, sub in normalizer.substitutions]
+    normalizer.substitutions = [
+        (re.compile(" {2,}" if pattern == _SPACE_RUN else pattern), sub)
+        for pattern, sub in normalizer.substitutions
+    ]
     return normalizer
 
 
@@ -48,48 +58,67 @@ def normalize_punctuation(text: str) -> str:
     return str(_MOSES.normalize(text))
 
 
-def _is_word_char(char: str) -> bool:
-    return unicodedata.category(char)[0] in "LMN" or char == "_"
-
-
-def _is_separator(char: str) -> bool:
-    return char.isspace() or (
-        char not in _WORD_JOINERS and unicodedata.category(char) in _SEPARATOR_CATEGORIES
-    )
-
-
 def word_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of the words of `text`: runs of letters, marks and digits (with inner
     apostrophes and hyphens, and `.`/`,`/`:` between digits), and every other visible character
-    as a token of its own."""
-    spans: list[tuple[int, int]] = []
-    i, length = 0, len(text)
-    while i < length:
-        char = text[i]
-        if _is_separator(char):
-            i += 1
-            continue
-        if not _is_word_char(char):
-            spans.append((i, i + 1))
-            i += 1
-            continue
-        start = i
-        i += 1
-        while i < length:
-            if _is_word_char(text[i]):
-                i += 1
-            elif i + 1 < length and _is_word_char(text[i + 1]) and _joins(text[i - 1], text[i], text[i + 1]):
-                i += 2
-            else:
-                break
-        spans.append((start, i))
-    return spans
+    as a token of its own. Whitespace, other separators and invisible format characters (except
+    the joiners above) separate words and belong to none."""
+    basic, full = _word_patterns()
+    pattern = full if _ASTRAL.search(text) else basic
+    return [match.span() for match in pattern.finditer(text)]
 
 
-def _joins(before: str, joiner: str, after: str) -> bool:
-    if joiner in _WORD_JOINERS:
-        return True
-    return joiner in _NUMBER_JOINERS and before.isdigit() and after.isdigit()
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+@cache
+def _word_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """`word_spans`' rules as regular expressions, with character classes read from `unicodedata`
+    (the Unicode version of this Python) once per process (a quarter of a second): one for text
+    within the Basic Multilingual Plane, nearly all text, whose classes `re` turns into bitmaps,
+    and one for any text. `re` checks a class's characters beyond that plane, and any category in
+    it, one range at a time, which made the one for any text about four times slower on verses.
+    `tests/test_nllb_tokenize.py` holds the character-by-character rules they must agree with."""
+    marks: list[int] = []
+    separators: list[int] = []
+    digits: list[int] = []
+    words: list[int] = []
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        category = unicodedata.category(char)
+        if category[0] in "LMN" or char == "_":
+            words.append(code)
+            if category[0] == "M":
+                marks.append(code)
+        elif char.isspace() or (category in _SEPARATOR_CATEGORIES and char not in _WORD_JOINERS):
+            separators.append(code)
+        if char.isdigit():
+            digits.append(code)
+
+    def pattern(word: str, below: int) -> re.Pattern[str]:
+        digit = f"[{_class([c for c in digits if c < below])}]"
+        joiners, number_joiners = (
+            re.escape("".join(sorted(chars))) for chars in (_WORD_JOINERS, _NUMBER_JOINERS)
+        )
+        joiner = f"(?:[{joiners}]|(?<={digit})[{number_joiners}](?={digit}))"
+        return re.compile(f"{word}+(?:{joiner}{word}+)*|[^{_class([c for c in separators if c < below])}]")
+
+    basic_plane = 0x10000
+    basic_words = f"[{_class([c for c in words if c < basic_plane])}]"
+    return pattern(basic_words, basic_plane), pattern(f"[\\w{_class(marks)}]", sys.maxunicode + 1)
+
+
+def _class(codes: list[int]) -> str:
+    """The inside of a character class matching exactly `codes` (sorted), as ranges."""
+    parts: list[str] = []
+    start = previous = codes[0]
+    for code in [*codes[1:], -1]:
+        if code != previous + 1:
+            first, last = re.escape(chr(start)), re.escape(chr(previous))
+            parts.append(first if start == previous else f"{first}-{last}")
+            start = code
+        previous = code
+    return "".join(parts)
 
 
 def split_words(text: str) -> list[str]:
@@ -124,8 +153,8 @@ def normalize_with_origins(text: str) -> tuple[str, list[int]]:
     comma inside a quote keeps both origins), else of the character it replaces."""
     origins = list(range(len(text)))
     for pattern, replacement in _MOSES.substitutions:
-        if pattern.sub(replacement, text) == text:
-            continue  # most rules change nothing, and some match every space (" +" → " ")
+        if pattern.search(text) is None:
+            continue  # most rules find nothing
         parts: list[str] = []
         moved: list[int] = []
         last = 0
@@ -198,6 +227,7 @@ class NllbTokenizer:
             if not (processor.is_control(i) or processor.is_unknown(i) or processor.is_unused(i))
         )
         """The SentencePiece pieces that carry text."""
+        _word_patterns()  # built here, while the model loads, rather than at its first request
         self.language_codes = (
             None if vocabulary is None else frozenset(vocabulary) - self.pieces - SPECIAL_TOKENS
         )
@@ -221,20 +251,14 @@ class NllbTokenizer:
             raise ValueError("the segment is empty")
         self.check_language(source_code)
         normalized, to_original = normalize_with_origins(segment)
-        proto = sentencepiece_pb2.SentencePieceText.FromString(  # type: ignore[attr-defined]
-            self._sp.encode(normalized, out_type="serialized_proto")
-        )
-        char_of_byte = _char_index_of_bytes(normalized)
-        starts = [start for start, _ in spans]
-        owners = [
-            _owner(normalized, to_original, spans, starts, char_of_byte[piece.begin], char_of_byte[piece.end])
-            for piece in proto.pieces
-        ]
+        encoded = self._sp.encode(normalized, return_type="offset_mapping")  # character offsets
+        word_of = _word_of_characters(spans, len(segment))
+        owners = [_owner(normalized, to_original, word_of, begin, end) for begin, end in encoded["offsets"]]
         return EncodedSource(
             segment=segment,
             source_code=source_code,
             words=[segment[start:end] for start, end in spans],
-            pieces=self._sp.id_to_piece([piece.id for piece in proto.pieces]),
+            pieces=self._sp.id_to_piece(encoded["ids"]),  # its "pieces" show an unknown piece's text
             piece_words=_fill_owners(owners),
         )
 
@@ -245,19 +269,13 @@ class NllbTokenizer:
     def decode(self, pieces: list[str]) -> DecodedTarget:
         """Merge target pieces (language code already stripped) into words. Special tokens
         contribute no text; a piece that is only a word boundary belongs to the next word."""
-        text_parts: list[str] = []
-        piece_spans: list[tuple[int, int]] = []
-        position = 0
-        for piece in pieces:
-            text = piece.replace("▁", " ") if piece in self.pieces else ""
-            text_parts.append(text)
-            piece_spans.append((position, position + len(text)))
-            position += len(text)
-        text = "".join(text_parts)
+        known = self.pieces
+        texts = [piece.replace("▁", " ") if piece in known else "" for piece in pieces]
+        ends = list(accumulate(map(len, texts)))
+        begins = [0, *ends[:-1]]
+        text = "".join(texts)
         tokens: list[str] = []
         token_pieces: list[list[int]] = []
-        begins = [begin for begin, _ in piece_spans]
-        ends = [end for _, end in piece_spans]
         previous_end = 0
         for start, end in word_spans(text):
             tokens.append(text[start:end])
@@ -276,35 +294,24 @@ def _read_vocabulary(folder: Path) -> list[str] | None:
     return None
 
 
-def _char_index_of_bytes(text: str) -> Sequence[int]:
-    """For each UTF-8 byte offset of `text` (and its end), the index of the character it is in."""
-    if text.isascii():
-        return range(len(text) + 1)
-    index: list[int] = []
-    for i, char in enumerate(text):
-        index.extend([i] * len(char.encode("utf-8")))
-    index.append(len(text))
-    return index
+def _word_of_characters(spans: list[tuple[int, int]], length: int) -> list[int]:
+    """For each character of the segment, the word it belongs to: its own word, else the nearest
+    word after it, else the last word."""
+    word_of: list[int] = []
+    previous_end = 0
+    for word, (_, end) in enumerate(spans):
+        word_of += [word] * (end - previous_end)
+        previous_end = end
+    word_of += [len(spans) - 1] * (length - previous_end)
+    return word_of
 
 
-def _owner(
-    normalized: str,
-    to_original: list[int],
-    spans: list[tuple[int, int]],
-    starts: list[int],
-    begin: int,
-    end: int,
-) -> int | None:
+def _owner(normalized: str, to_original: list[int], word_of: list[int], begin: int, end: int) -> int | None:
     """The word of the original segment that the piece covering `normalized[begin:end]` belongs
-    to: the word holding its first visible character, or the nearest word after it."""
+    to: the word of its first visible character (see `_word_of_characters`)."""
     for position in range(begin, end):
-        if normalized[position].isspace():
-            continue
-        original = to_original[position]
-        word = bisect_right(starts, original) - 1
-        if word >= 0 and original < spans[word][1]:
-            return word
-        return min(word + 1, len(spans) - 1)
+        if not normalized[position].isspace():
+            return word_of[to_original[position]]
     return None
 
 

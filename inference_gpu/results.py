@@ -36,7 +36,8 @@ def word_alignment(
     columns are summed per source word, the rows are summed cumulatively, and a target word's total
     is the difference of two cumulative rows (its pieces are contiguous, as `decode` makes them).
     No step calls BLAS: with the node on one core, BLAS's idle threads spinning after a matrix
-    product cost the node more CPU than the products saved (`bench --pin`)."""
+    product cost the node more CPU than the products saved (`bench --pin`). A numpy call costs
+    microseconds whatever its size, so the grouping of a few dozen pieces is done in Python."""
     if not source.words or attention.ndim != 2:
         return []
     piece_columns = attention[:, 1 : 1 + len(source.pieces)]
@@ -50,15 +51,29 @@ def word_alignment(
     ]
     if not spans:
         return []
-    owners = np.asarray(source.piece_words, dtype=np.intp)
-    order = np.argsort(owners, kind="stable")
-    words, firsts = np.unique(owners[order], return_index=True)
+    order, firsts, words = _column_groups(source.piece_words)
+    if order is not None:
+        piece_columns = piece_columns[:, order]
+    summed = np.add.reduceat(piece_columns.astype(np.float64), firsts, axis=1)
     cumulative = np.zeros((rows + 1, len(source.words)))
-    cumulative[1:, words] = np.add.reduceat(piece_columns[:, order].astype(np.float64), firsts, axis=1)
-    np.cumsum(cumulative[1:], axis=0, out=cumulative[1:])
+    if len(words) == len(source.words):  # every word has a piece: the columns are the words
+        np.add.accumulate(summed, axis=0, out=cumulative[1:])
+    else:
+        cumulative[1:, words] = summed
+        np.add.accumulate(cumulative[1:], axis=0, out=cumulative[1:])
     targets, begins, ends = zip(*spans, strict=True)
     best = (cumulative[list(ends)] - cumulative[list(begins)]).argmax(axis=1)
     return list(zip(best.tolist(), targets, strict=True))
+
+
+def _column_groups(piece_words: list[int]) -> tuple[list[int] | None, list[int], list[int]]:
+    """How to sum piece columns per word: the column order that groups each word's pieces (None
+    when they already are, as they nearly always are), where each group starts, and its word."""
+    order = sorted(range(len(piece_words)), key=piece_words.__getitem__)
+    grouped = order == list(range(len(piece_words)))
+    owners = piece_words if grouped else [piece_words[i] for i in order]
+    firsts = [i for i in range(len(owners)) if i == 0 or owners[i] != owners[i - 1]]
+    return None if grouped else order, firsts, [owners[i] for i in firsts]
 
 
 def build_result(

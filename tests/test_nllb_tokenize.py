@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import random
 import unicodedata
 from pathlib import Path
 
 import pytest
 import sentencepiece as spm
+from sacremoses import MosesPunctNormalizer
 
 from inference_gpu.nllb import (
     EOS,
@@ -14,6 +16,7 @@ from inference_gpu.nllb import (
     normalize_punctuation,
     normalize_with_origins,
     split_words,
+    word_spans,
 )
 
 SEGMENTS = [
@@ -131,6 +134,81 @@ def test_inner_apostrophes_hyphens_and_numbers_stay_in_words() -> None:
         "x",
         ")",
     ]
+
+
+def _reference_word_spans(text: str) -> list[tuple[int, int]]:
+    """`word_spans`' rules read one character at a time: the specification its regular expression
+    must match exactly."""
+
+    def word_char(char: str) -> bool:
+        return unicodedata.category(char)[0] in "LMN" or char == "_"
+
+    def separator(char: str) -> bool:
+        return char.isspace() or (
+            char not in "'’ʼ-‐‑\u00ad·\u200c\u200d"
+            and unicodedata.category(char) in {"Zs", "Zl", "Zp", "Cc", "Cf"}
+        )
+
+    def joins(before: str, joiner: str, after: str) -> bool:
+        return joiner in "'’ʼ-‐‑\u00ad·\u200c\u200d" or (
+            joiner in ".,:" and before.isdigit() and after.isdigit()
+        )
+
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(text):
+        if separator(text[i]):
+            i += 1
+        elif not word_char(text[i]):
+            spans.append((i, i + 1))
+            i += 1
+        else:
+            start, i = i, i + 1
+            while i < len(text):
+                if word_char(text[i]):
+                    i += 1
+                elif (
+                    i + 1 < len(text) and word_char(text[i + 1]) and joins(text[i - 1], text[i], text[i + 1])
+                ):
+                    i += 2
+                else:
+                    break
+            spans.append((start, i))
+    return spans
+
+
+TRICKY = (
+    " \t\n\u00a0\u2009\u200b\u200c\u200d\u00ad\ufeff'’ʼ-‐‑·.,:;0123456789²③٣߁_aZéाि्ं“”«»()—…%\u0301\u0651ـ一"
+)
+"""Separators, joiners, digits of several kinds (a superscript and a circled digit are digits but
+not decimal ones), marks, and punctuation: where the rules' cases meet."""
+
+
+def _random_texts(count: int) -> list[str]:
+    rng = random.Random(21)
+    texts = []
+    for _ in range(count):
+        length = rng.randint(0, 12)
+        if rng.random() < 0.6:
+            texts.append("".join(rng.choice(TRICKY) for _ in range(length)))
+        else:  # any code point but a lone surrogate (never in a protobuf string)
+            codes = [rng.choice((rng.randint(0, 0x3000), rng.randint(0, 0x10FFFF))) for _ in range(length)]
+            texts.append("".join(chr(c) for c in codes if not 0xD800 <= c <= 0xDFFF))
+    return texts
+
+
+def test_word_spans_follow_the_character_rules_on_any_text() -> None:
+    for text in [*SEGMENTS, MERGING, *OTHER_SCRIPTS, *_random_texts(20_000)]:
+        assert word_spans(text) == _reference_word_spans(text), repr(text)
+
+
+def test_normalization_is_moses_own() -> None:
+    """The normalizer's rules are compiled once and one is rewritten to find less (`nllb._moses`):
+    its output is still exactly Moses'."""
+    moses = MosesPunctNormalizer()
+    for text in [*SEGMENTS, MERGING, *OTHER_SCRIPTS, "a  b   c ( d )  ,  e", *_random_texts(3_000)]:
+        assert normalize_punctuation(text) == moses.normalize(text), repr(text)
+        assert normalize_with_origins(text)[0] == moses.normalize(text), repr(text)
 
 
 def test_detokenize_glues_punctuation() -> None:
