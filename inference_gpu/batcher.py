@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -244,32 +245,42 @@ class MicroBatcher(Generic[Req, Res]):
             self._unwaited = 0
         elif len(batch) == 1 and self._company < COMPANY_MIN:
             self._unwaited += 1
-        running = loop.run_in_executor(self._executor, self._run_batch, requests)
-        running.add_done_callback(lambda done: self._finish(batch, requests, started, done))
+        running = self._executor.submit(self._run_timed, requests)
+
+        def answer(done: Future[tuple[list[Res], float]]) -> None:  # on the worker thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+                loop.call_soon_threadsafe(self._finish, batch, requests, started, done)
+
+        # Not `run_in_executor`: its asyncio future, chained to the thread's, costs the loop a
+        # callback and a copy per batch, which a lone request feels (`bench`).
+        running.add_done_callback(answer)
+
+    def _run_timed(self, requests: list[Req]) -> tuple[list[Res], float]:
+        """The backend's results and seconds, timed on the worker thread: the hand-offs between
+        the event loop and the thread are not the backend's."""
+        started = time.perf_counter()
+        results = self._run_batch(requests)
+        return results, time.perf_counter() - started
 
     def _finish(
         self,
         batch: list[_Item[Req, Res]],
         requests: list[Req],
         started: float,
-        done: asyncio.Future[list[Res]],
+        done: Future[tuple[list[Res], float]],
     ) -> None:
-        loop = self._loop
         futures = [item.future for item in batch]
         try:
-            results = done.result()
+            results, seconds = done.result()
             if len(results) != len(batch):
                 raise RuntimeError(f"the backend answered {len(results)} of {len(batch)} requests")
-            ended = loop.time() if loop is not None else started
             if len(batch) == 1:
-                seconds = ended - started
                 self._lone_s = seconds if not self._lone_s else 0.8 * self._lone_s + 0.2 * seconds
             if self.on_result is not None:
-                self.on_result(
-                    requests, [started - item.queued_at for item in batch], ended - started, results
-                )
+                self.on_result(requests, [started - item.queued_at for item in batch], seconds, results)
         except BaseException as exc:
-            error = exc if isinstance(exc, Exception) else BatcherClosed("the batch was interrupted")
+            interrupted = isinstance(exc, CancelledError) or not isinstance(exc, Exception)
+            error = BatcherClosed("the batch was interrupted") if interrupted else exc
             for future in futures:
                 _fail(future, error)
         else:
