@@ -35,9 +35,9 @@ from typing import Any
 
 import httpx
 
+from bench.corpus import EBIBLE
 from bench.interactive import (
     DEMO_BASE_BOOKS,
-    EBIBLE,
     HELD_OUT,
     Pair,
     build_engine,

@@ -61,11 +61,10 @@ from machine.annotations import Range
 from machine.tokenization import LatinWordTokenizer
 from machine.translation import WordGraph
 
+from bench.corpus import EBIBLE
 from serval_cli import processes
 from serval_cli.interactive import GuardedInteractiveTranslator, ServalInteractiveEngine
 
-REPO = Path(__file__).resolve().parent.parent
-EBIBLE = REPO.parent / "shared" / "data" / "ebible-nt"
 HELD_OUT = 200
 DEMO_BASE_BOOKS = ("MAT", "MRK")
 """The tiny NLLB base model of `serval demo` was trained on these books' verses (the same Swahili

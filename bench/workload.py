@@ -7,10 +7,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.corpus import EBIBLE
 from inference_gpu.nllb import NllbTokenizer
 from serval_common.settings import NodeSettings
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "ebible-nt" / "engwebp.txt"
+CORPUS = EBIBLE / "engwebp.txt"
 SOURCE_CODE = "eng_Latn"
 TARGET_CODE = "swh_Latn"
 
