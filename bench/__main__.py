@@ -207,7 +207,7 @@ def full_path(
     return Measurement(
         workload.name, f"full path, {transport}, {clients} clients", count, outcome.seconds,
         int(figures.target_tokens), figures.batched_requests / figures.batches if figures.batches else 0.0,
-        outcome.latencies_s, outcome.failed, cpu_s=cpu,
+        outcome.latencies_s, outcome.failed, cpu_s=cpu, engine_s=figures.engine_s,
     )  # fmt: skip
 
 

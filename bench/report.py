@@ -30,6 +30,18 @@ class Measurement:
     baseline: str | None = None
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds each process used during the scenario (full path only)."""
+    engine_s: float | None = None
+    """The node's backend seconds during the scenario (full path only): what the node's CPU beyond
+    its engine is measured against, in the same run."""
+
+    @property
+    def node_beyond_engine_ms(self) -> float | None:
+        """The node's CPU per request less its backend's time per request. Exact with one client
+        (the backend's thread has the node's core to itself while it runs); with many, the node's
+        event loop shares the core with running batches, so this understates it."""
+        if self.engine_s is None or "node" not in self.cpu_s or not self.requests:
+            return None
+        return 1000 * (self.cpu_s["node"] - self.engine_s) / self.requests
 
     @property
     def sentences_per_s(self) -> float:
@@ -55,6 +67,7 @@ class Measurement:
             p50_ms=self.percentile_ms(0.50),
             p95_ms=self.percentile_ms(0.95),
             p99_ms=self.percentile_ms(0.99),
+            node_beyond_engine_ms=self.node_beyond_engine_ms,
         )
         for name, base in baselines.items():
             row[f"vs_{name}"] = self.tokens_per_s / base.tokens_per_s if base.tokens_per_s else None
@@ -80,6 +93,7 @@ def print_table(rows: list[Measurement], console: Console) -> None:
             "p99 ms",
             "batch",
             "CPU ms/req: clients·api·node",
+            "node beyond engine ms/req",
         ):
             table.add_column(column, justify="left" if column == "scenario" else "right")
         for name in baselines:
@@ -96,6 +110,7 @@ def print_table(rows: list[Measurement], console: Console) -> None:
                 " · ".join(f"{1000 * row.cpu_s[p] / row.requests:.1f}" for p in ("clients", "api", "node"))
                 if row.cpu_s
                 else "",
+                _ms(row.node_beyond_engine_ms),
                 *(f"{row.tokens_per_s / base.tokens_per_s:.2f}×" for base in baselines.values()),
             ]
             table.add_row(*cells)

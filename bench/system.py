@@ -38,6 +38,7 @@ _FIGURES = {
     "target_tokens": "serval_node_target_tokens_total",
     "fetch_s": "serval_node_model_fetch_seconds_sum",
     "load_s": "serval_node_model_load_seconds_sum",
+    "engine_s": "serval_node_inference_seconds_sum",
 }
 
 
@@ -54,6 +55,8 @@ class NodeFigures:
     target_tokens: float
     fetch_s: float
     load_s: float
+    engine_s: float
+    """Seconds the backend spent on batches (timed on the batch thread, around `translate`)."""
 
     def __sub__(self, other: NodeFigures) -> NodeFigures:
         return NodeFigures(**{name: getattr(self, name) - getattr(other, name) for name in _FIGURES})
