@@ -50,7 +50,6 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2
 
-from bench.corpus import EBIBLE
 from build_jobs.job import run_build
 from inference_gpu.families.alignment import AlignmentModel
 from serval.translation.v1 import platform_pb2_grpc
@@ -60,6 +59,7 @@ from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings, Settings
 from serval_common.store import open_store
 from serval_common.thot_alignment import BACKEND, Aligned, AlignmentSettings, ModelType, ThotAligner, train
+from tests.corpus import EBIBLE
 
 DATA = EBIBLE
 

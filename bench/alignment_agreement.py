@@ -35,7 +35,6 @@ from typing import Any
 
 import httpx
 
-from bench.corpus import EBIBLE
 from bench.interactive import (
     DEMO_BASE_BOOKS,
     HELD_OUT,
@@ -50,6 +49,7 @@ from bench.interactive import (
     warm_up,
 )
 from serval_cli.interactive import ServalInteractiveEngine
+from tests.corpus import EBIBLE
 
 Span = tuple[int, int]
 Link = tuple[int, int]

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.corpus import EBIBLE  # noqa: E402
 from serval_common.languages import resolve_language  # noqa: E402
+from tests.corpus import EBIBLE  # noqa: E402
 
 CORPUS = EBIBLE
 LANGUAGES = {"engwebp": "eng_Latn", "swh1850": "swh_Latn", "spaRV1909": "spa_Latn", "hauulb": "hau_Latn"}

@@ -61,9 +61,9 @@ from machine.annotations import Range
 from machine.tokenization import LatinWordTokenizer
 from machine.translation import WordGraph
 
-from bench.corpus import EBIBLE
 from serval_cli import processes
 from serval_cli.interactive import GuardedInteractiveTranslator, ServalInteractiveEngine
+from tests.corpus import EBIBLE
 
 HELD_OUT = 200
 DEMO_BASE_BOOKS = ("MAT", "MRK")

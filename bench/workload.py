@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.corpus import EBIBLE
 from inference_gpu.nllb import NllbTokenizer
 from serval_common.settings import NodeSettings
+from tests.corpus import EBIBLE
 
 CORPUS = EBIBLE / "engwebp.txt"
 SOURCE_CODE = "eng_Latn"
