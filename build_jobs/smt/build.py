@@ -106,7 +106,9 @@ def build_smt(args: JobSpec, store: ModelStore, progress: BuildProgress) -> SmtO
         f"{trained.eval_pairs} held-out pairs"
     )
     return SmtOutcome(
-        corpus_size=trained.train_pairs,
+        # Every pair the revision learned from, held-out ones included: Serval's corpusSize counts
+        # them all (sil-machine's Thot trainer reports its training and tuning pairs together).
+        corpus_size=trained.train_pairs + trained.eval_pairs,
         confidence=trained.chrf,
         scores=scores,
         summary=summary,

@@ -135,6 +135,10 @@ def learned_since(build: Build) -> ScalarSelect[int]:
     return query.scalar_subquery()
 
 
+_REPLAYABLE_STATES = (BuildState.COMPLETED.value, BuildState.ACTIVE.value, BuildState.PENDING.value)
+"""The states of a build whose revision nodes may load: completed, or being completed."""
+
+
 class DatabaseTrainSegments:
     """The engine's stored pairs as nodes fetch them (`InferenceNodeApi.StreamTrainSegments`): the
     revision's starting point once, then pages by pair number, each in a short transaction of its
@@ -144,7 +148,14 @@ class DatabaseTrainSegments:
         self.db = db
 
     async def start(self, model: ModelRevision, after_seq: int = 0) -> ReplayStart | None:
-        """None when the engine or a completed build of that revision does not exist."""
+        """None when the engine does not exist, or no build of that revision completed or is
+        completing.
+
+        A build still running is one whose completion has the nodes load its revision first
+        (`platform.build_completed`'s prefetch), so that the first translate after it reads
+        Completed is answered by the new revision: that load replays the pairs trained since the
+        build's export before the build is marked Completed. A revision that was never published
+        fails its load at the model store, whatever this answers."""
         async with self.db.session() as s:
             engine = await s.get(Engine, model.engine_id)
             if engine is None:
@@ -153,7 +164,7 @@ class DatabaseTrainSegments:
                 select(Build).where(
                     Build.engine_id == model.engine_id,
                     Build.target_model_revision == model.revision,
-                    Build.state == BuildState.COMPLETED.value,
+                    Build.state.in_(_REPLAYABLE_STATES),
                 )
             )
             if build is None:

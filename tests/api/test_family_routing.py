@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -134,8 +135,11 @@ class FamilyNode(ScriptedNode):
             if message.HasField(kind):  # type: ignore[arg-type]
                 self.others.remove(message)
                 return message
+        deadline = time.monotonic() + timeout_s
         while True:
-            message = self.read(timeout_s)
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no {kind} within {timeout_s:g} s; received {self.others}"
+            message = self.read(remaining)
             assert not message.HasField("work"), f"work instead of {kind}: {message}"
             if message.HasField(kind):  # type: ignore[arg-type]
                 return message

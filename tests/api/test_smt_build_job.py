@@ -81,9 +81,10 @@ def test_an_smt_build_trains_pretranslates_and_publishes_a_thot_revision(
         done["message"].startswith("published revision 1: trained a Thot phrase-based model on 285 pairs")
         and "(3 tuning evaluations)" in done["message"]
     )
-    assert done["executionData"]["trainCount"] == 285
+    assert done["executionData"]["trainCount"] == PAIRS, "the pairs held out to score it count, as in Serval"
     engine = builds.engine()
     assert engine["modelRevision"] == 1
+    assert engine["corpusSize"] == PAIRS
 
     prefix = f"models/{builds.engine_id}/1"
     manifest = json.loads(builds.store.read_bytes(f"{prefix}/manifest.json"))

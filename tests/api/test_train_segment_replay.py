@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from serval.inference.v1 import node_pb2, node_pb2_grpc
+from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.service.keys import create_node_token, revoke_node_token
 from tests.api.conftest import RunningApi, create_engine
 from tests.api.test_family_routing import (
@@ -35,6 +36,7 @@ __all__ = ["api", "node_token"]
 
 SOURCE = "In the beginning was the Word."
 TARGET = "Hapo mwanzo kulikuwako Neno."
+PAIR = {"sourceSegment": SOURCE, "targetSegment": TARGET, "sentenceStart": True}
 
 
 def train(client: httpx.Client, engine_id: str, source: str, target: str) -> httpx.Response:
@@ -286,9 +288,17 @@ def test_pairs_are_stored_without_nodes_and_replayed_after_the_revision_s_build(
 
         without_pairs = client.post(f"/translation/engines/{engine_id}/builds", json={"trainOn": []})
         assert without_pairs.status_code == 201
+        assert replay(api, node_token, f"models/{engine_id}/3") == replay(
+            api, node_token, f"models/{engine_id}/1"
+        ), (
+            "a running build's revision (trained on no pairs) replays every pair: its completion has "
+            "the nodes load it before it reads Completed"
+        )
+        canceled = client.post(f"/translation/engines/{engine_id}/current-build/cancel")
+        assert canceled.status_code == 200, canceled.text
         missing = node_pb2.ModelRef(location=f"models/{engine_id}/3")
         assert replay_code(api, node_token, missing) == grpc.StatusCode.NOT_FOUND, (
-            "revision 3 did not complete"
+            "revision 3 will never complete"
         )
 
 
@@ -338,6 +348,55 @@ def test_an_unbuilt_or_foreign_engine_stores_nothing(api: RunningApi, node_token
         assert train(client, unbuilt, SOURCE, TARGET).status_code == 409
         engine_id = built_engine(api, client)
         with api.client(owner="owner-b") as other:
-            assert train(other, engine_id, SOURCE, TARGET).status_code == 404
+            assert train(other, engine_id, SOURCE, TARGET).status_code == 403
         assert train(client, engine_id, " ", TARGET).status_code == 400
         assert replay(api, node_token, f"models/{engine_id}/1") == []
+
+
+def test_a_completing_build_has_its_revision_loaded_with_the_pairs_trained_meanwhile(
+    api: RunningApi, node_token: str
+) -> None:
+    """Issue 35: the build's completion has the node serving the engine load the new revision
+    before the build reads Completed; that load replays the pairs trained while the build ran
+    (the build is still Active then), and a load that fails is asked again at once."""
+    with (
+        api.client() as client,
+        nodes(api, node_token, node=[SMT]) as [node],
+        ThreadPoolExecutor(1) as pool,
+    ):
+        engine_id = built_engine(api, client)
+        node.ready(engine_id, trained_through=0)
+        started = client.post(f"/translation/engines/{engine_id}/builds", json={"trainOn": []})
+        assert started.status_code == 201, started.text
+        spec = api.launcher.specs[-1]
+        job = platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
+        auth = (("authorization", f"Bearer {spec.job_token}"),)
+        job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=spec.build_id), metadata=auth)
+        trained = in_background(pool, client, f"/translation/engines/{engine_id}/train-segment", PAIR)
+        node.learned(node.work())
+        assert trained.result(timeout=20).status_code == 200
+
+        completing = pool.submit(
+            job.BuildCompleted, platform_pb2.BuildCompletedRequest(build_id=spec.build_id), metadata=auth
+        )
+        new = f"models/{engine_id}/2"
+        assert node.next_other("load_model").load_model.model.location == new
+        assert [(s, t) for s, t, _ in replay(api, node_token, new)] == [(SOURCE, TARGET)], (
+            "the completing build's revision replays the pair trained while it ran"
+        )
+        assert (
+            client.get(f"/translation/engines/{engine_id}/builds/{spec.build_id}").json()["state"] == "Active"
+        )
+        node.ready(engine_id, 2, state=node_pb2.MODEL_STATE_FAILED)
+        assert node.next_other("load_model").load_model.model.location == new, "asked again at once"
+        assert not completing.done()
+        node.ready(engine_id, 2, trained_through=replay(api, node_token, new)[-1][2])
+        completing.result(timeout=20)
+        assert client.get(f"/translation/engines/{engine_id}/builds/{spec.build_id}").json()["state"] == (
+            "Completed"
+        )
+        translated = in_background(pool, client, f"/translation/engines/{engine_id}/translate", SOURCE)
+        item = node.work()
+        assert item.model.location == new, "the first translate after Completed goes to the new revision"
+        node.translated(item, TARGET)
+        assert translated.result(timeout=20).headers["X-Model-Revision"] == "2"
