@@ -182,6 +182,7 @@ class ApiService:
             await platform.queue_positions(services, positions)
 
         jobs.on_exit, jobs.on_queue = on_exit, on_queue
+        jobs.store_call = services.store_call
         launcher.run_echo = functools.partial(echo_builds.run, services)
         self.services = services
         await services.changes.start(db, replica=settings.api_instance_name)
@@ -309,6 +310,7 @@ class ApiService:
             await self.services.launcher.close()
             await self.services.changes.stop()
             await self.services.db.close()
+            self.services.close()
         self._rest = self._rest_task = self._grpc = None
         self.services = None
         log.info("API service stopped")

@@ -8,6 +8,12 @@ Scope policy: translate is a read (`read:translation_engines`); starting or canc
 changes the engine's model, so it needs `update:translation_engines`. Webhooks have Serval's own
 scopes (`read:hooks`, `create:hooks`, `delete:hooks`). `admin` grants everything.
 
+Each endpoint answers to Serval's scope for it, so a key made with Serval's scope list works where
+Serval's does, and to this service's older scope where it had its own (keys made before keep
+working): `/corpora` to the files scopes (Serval's) or the `*:corpora` scopes; the word-alignment
+APIs to the `*:word_alignment_engines` scopes (Serval's) or the translation-engine scopes
+(`Caller.on_word_alignment`); `GET /status/health` to `read:status`.
+
 Serval 1.20's key management (`/api/v1/api-keys`) has the scopes `create:api_keys`,
 `read:api_keys` and `delete:api_keys`. Whoever holds one can make a key for any owner with any
 grantable scope, so they are an administrator's: an API key never confers them (they are dropped
@@ -18,7 +24,7 @@ when the key authenticates, as Serval does), a JWT's count only where its `admin
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from serval_api.errors import PermissionDenied, Unauthenticated
@@ -35,6 +41,11 @@ READ_CORPORA = "read:corpora"
 CREATE_CORPORA = "create:corpora"
 UPDATE_CORPORA = "update:corpora"
 DELETE_CORPORA = "delete:corpora"
+CREATE_WORD_ALIGNMENT_ENGINES = "create:word_alignment_engines"
+READ_WORD_ALIGNMENT_ENGINES = "read:word_alignment_engines"
+UPDATE_WORD_ALIGNMENT_ENGINES = "update:word_alignment_engines"
+DELETE_WORD_ALIGNMENT_ENGINES = "delete:word_alignment_engines"
+READ_STATUS = "read:status"
 READ_HOOKS = "read:hooks"
 CREATE_HOOKS = "create:hooks"
 DELETE_HOOKS = "delete:hooks"
@@ -47,20 +58,32 @@ ALL_ENGINE_SCOPES = (READ_ENGINES, CREATE_ENGINES, UPDATE_ENGINES, DELETE_ENGINE
 ALL_FILE_SCOPES = (READ_FILES, CREATE_FILES, UPDATE_FILES, DELETE_FILES)
 ALL_CORPUS_SCOPES = (READ_CORPORA, CREATE_CORPORA, UPDATE_CORPORA, DELETE_CORPORA)
 ALL_HOOK_SCOPES = (READ_HOOKS, CREATE_HOOKS, DELETE_HOOKS)
-ALL_SCOPES = (*ALL_ENGINE_SCOPES, *ALL_FILE_SCOPES, *ALL_CORPUS_SCOPES, *ALL_HOOK_SCOPES)
+ALL_WORD_ALIGNMENT_SCOPES = (
+    READ_WORD_ALIGNMENT_ENGINES,
+    CREATE_WORD_ALIGNMENT_ENGINES,
+    UPDATE_WORD_ALIGNMENT_ENGINES,
+    DELETE_WORD_ALIGNMENT_ENGINES,
+)
+ALL_SCOPES = (
+    *ALL_ENGINE_SCOPES,
+    *ALL_WORD_ALIGNMENT_SCOPES,
+    *ALL_FILE_SCOPES,
+    *ALL_CORPUS_SCOPES,
+    *ALL_HOOK_SCOPES,
+    READ_STATUS,
+)
 API_KEY_SCOPES = frozenset({CREATE_API_KEYS, READ_API_KEYS, DELETE_API_KEYS})
 """Key management: an administrator's (see the module docstring)."""
-SERVAL_ONLY_SCOPES = (
-    "create:word_alignment_engines",
-    "read:word_alignment_engines",
-    "update:word_alignment_engines",
-    "delete:word_alignment_engines",
-    "read:status",
-)
-"""Scopes of Serval 1.20 this service checks none of (its word-alignment engines answer to the
-translation-engine scopes, `status/health` to any credential): a key may be given them, so an
-administrator's tool that grants Serval's whole list works, and they add nothing."""
-GRANTABLE_SCOPES = frozenset(ALL_SCOPES) | frozenset(SERVAL_ONLY_SCOPES)
+WORD_ALIGNMENT_GRANTS = {
+    READ_WORD_ALIGNMENT_ENGINES: READ_ENGINES,
+    CREATE_WORD_ALIGNMENT_ENGINES: CREATE_ENGINES,
+    UPDATE_WORD_ALIGNMENT_ENGINES: UPDATE_ENGINES,
+    DELETE_WORD_ALIGNMENT_ENGINES: DELETE_ENGINES,
+}
+"""On the word-alignment APIs, Serval's word-alignment scope → the engine scope the service
+functions check (shared with translation engines; those functions see only word-alignment
+engines there)."""
+GRANTABLE_SCOPES = frozenset(ALL_SCOPES)
 """What `POST /api-keys` may grant: every scope but key management's (Serval's `Scopes.Grantable`)
 and this service's own `admin`, which only `serval admin api-key` and `/admin/api-keys` hand out."""
 
@@ -128,9 +151,17 @@ class Caller:
     def has(self, scope: str) -> bool:
         return scope in self.scopes or ADMIN in self.scopes
 
-    def require(self, scope: str) -> None:
-        if not self.has(scope):
-            raise PermissionDenied(f"this call needs the scope {scope!r}")
+    def require(self, scope: str, *alternatives: str) -> None:
+        """`scope`, or any of `alternatives` (this service's older scope for the same call)."""
+        if not any(self.has(s) for s in (scope, *alternatives)):
+            also = "".join(f" or {s!r}" for s in alternatives)
+            raise PermissionDenied(f"this call needs the scope {scope!r}{also}")
+
+    def on_word_alignment(self) -> Caller:
+        """This caller on the word-alignment APIs, where Serval's `*:word_alignment_engines` scopes
+        grant what the translation-engine scopes grant (which keep granting it there too)."""
+        granted = frozenset(WORD_ALIGNMENT_GRANTS[s] for s in self.scopes if s in WORD_ALIGNMENT_GRANTS)
+        return self if granted <= self.scopes else replace(self, scopes=self.scopes | granted)
 
 
 CredentialVerifier = Callable[[str], Awaitable[Caller | None]]

@@ -140,6 +140,10 @@ class RestClient:
             if process.poll() is not None:
                 raise RuntimeError(f"the inference node exited with code {process.returncode}")
             code, payload = self.call("GET", "/api/v1/status/health", timeout_s=5)
+            if code in (401, 403):
+                raise RuntimeError(
+                    f"the API key cannot read /status/health ({code}): it needs the scope read:status"
+                )
             nodes = payload.get("results", {}).get("nodes", {}).get("data", {})
             if code == 200 and nodes.get("connected", "0") != "0":
                 return

@@ -1,11 +1,16 @@
 """Build options: the JSON object a client passes in BuildConfig.options.
 
-The API service checks them when a build starts (400 on a bad key or value) and the build job
-parses them again, so both sides agree on one definition."""
+The API service checks them when a build starts and the build job parses them again, so both sides
+agree on one definition. A known key with a bad value is refused (400). A key the engine family
+does not take is ignored, as Serval's `StartBuild` accepts any JSON object and passes it on (its
+clients send options meant for Serval's own jobs, such as `use_key_terms`): the build keeps and
+passes on every key, and `ignored_keys` names the ignored ones, which the build's diagnostics list
+so that a misspelt option still shows."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -23,7 +28,7 @@ class BuildOptionsError(ValueError):
 class JobOptions(BaseModel):
     """What every family's build options share; each family adds its own (`EngineFamily.options`)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     clearml_queue: str | None = Field(
         default=None, alias="clearmlQueue", description="ClearML queue for this build's job"
@@ -43,6 +48,17 @@ class JobOptions(BaseModel):
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise BuildOptionsError(f"invalid build options: {problems}") from exc
+
+    @classmethod
+    def known_keys(cls) -> frozenset[str]:
+        """Every key these options take: each field's wire name (its alias) and its Python name."""
+        return frozenset(key for name, f in cls.model_fields.items() for key in (name, f.alias or name))
+
+    @classmethod
+    def ignored_keys(cls, raw: Mapping[str, object]) -> list[str]:
+        """The keys of `raw` these options do not take, in the order sent."""
+        known = cls.known_keys()
+        return [key for key in raw if key not in known]
 
 
 class BuildOptions(JobOptions):

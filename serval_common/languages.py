@@ -9,6 +9,7 @@ Only `langcodes` is needed here: the API service installs no machine-learning pa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import langcodes
@@ -113,6 +114,37 @@ def resolve_language(tag: str) -> LanguageInfo:
     return LanguageInfo(tag=language.to_tag(), code=code, is_native=code in NLLB_LANGUAGE_CODE_SET)
 
 
+_TAG_CHARACTERS = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def check_tag_characters(tag: str) -> None:
+    """Refuse (`ValueError`) what no language tag can be: anything but letters, digits, `-` and `_`
+    (Serval's `LanguageTagService` refuses such a tag it cannot parse)."""
+    if not _TAG_CHARACTERS.match(tag):
+        raise ValueError(f"{tag!r} is not a language tag; a tag has only letters, digits, '-' and '_'")
+
+
+def nllb_language_info(tag: str) -> LanguageInfo:
+    """What Serval's `nmt` engines answer about a tag (`LanguageTagService.ConvertToFlores200Code`):
+    the NLLB-200 code it resolves to, native when NLLB-200 knows that language in that script. A
+    tag of the right characters that names no registered language is not refused: `xyz-Latn` is
+    `xyz_Latn` (a script NLLB-200 knows, but not the language), `xyz` or `unknown` the tag itself,
+    none of them native. Raises `ValueError` for what no language tag can be (`check_tag_characters`)."""
+    check_tag_characters(tag)
+    try:
+        return resolve_language(tag)
+    except ValueError:
+        pass
+    try:
+        language = langcodes.Language.get(tag)
+    except ValueError:
+        return LanguageInfo(tag=tag, code=tag, is_native=False)
+    if language.language and language.script:
+        code = f"{language.language}_{language.script}"
+        return LanguageInfo(tag=language.to_tag(), code=code, is_native=code in NLLB_LANGUAGE_CODE_SET)
+    return LanguageInfo(tag=tag, code=tag, is_native=False)
+
+
 def _parse(tag: str) -> langcodes.Language:
     text = tag.strip()
     if not text:
@@ -145,7 +177,10 @@ def _individual_language(iso639_3: str, script: str, territory: str | None) -> s
 
 def _nllb_script(iso639_3: str, explicit_script: str | None, likely_script: str) -> str:
     """A tag without a script gets the script NLLB uses for the language where NLLB has only one
-    (Korean is `kor_Hang`, not CLDR's likely `Kore`); otherwise the likely script."""
+    (Korean is `kor_Hang`, not CLDR's likely `Kore`); otherwise the likely script. Korean written
+    `Kore` (Hangul with Hanja) is NLLB's `kor_Hang` too, as Serval corrects it."""
+    if explicit_script == "Kore" and iso639_3 == "kor":
+        return "Hang"
     if explicit_script:
         return explicit_script
     scripts = _NLLB_SCRIPTS.get(iso639_3, ())

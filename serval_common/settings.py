@@ -16,6 +16,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+S3_CONNECT_TIMEOUT_S = 5.0
+S3_READ_TIMEOUT_S = 10.0
+S3_MAX_ATTEMPTS = 3
+"""The S3 model store client's bounds (`StoreSettings`), also where a store is opened without settings."""
+
 
 class StoreSettings(BaseModel):
     url: str | None = Field(
@@ -26,6 +31,25 @@ class StoreSettings(BaseModel):
     s3_region: str | None = None
     s3_access_key_id: str | None = None
     s3_secret_access_key: str | None = None
+    s3_connect_timeout_s: float = Field(
+        default=S3_CONNECT_TIMEOUT_S,
+        gt=0.0,
+        description="How long an S3 call waits for the store's endpoint to accept a connection before "
+        "the attempt fails.",
+    )
+    s3_read_timeout_s: float = Field(
+        default=S3_READ_TIMEOUT_S,
+        gt=0.0,
+        description="How long an S3 call waits for the store to answer (or for the next part of an "
+        "answer) before the attempt fails: an endpoint that accepts connections but never replies holds "
+        "a call at most `s3_max_attempts` times this (plus the retries' backoff of a few seconds).",
+    )
+    s3_max_attempts: int = Field(
+        default=S3_MAX_ATTEMPTS,
+        ge=1,
+        description="Attempts per S3 call, the first included (botocore's standard retry mode: "
+        "connection errors, timeouts, throttling and 5xx are retried with jittered backoff); 1 = no retry.",
+    )
 
 
 class ApiSettings(BaseModel):
@@ -85,6 +109,19 @@ class ApiSettings(BaseModel):
         description="How often the model store is swept of revision and build folders that no build owns "
         "any more (left by a process that died mid-cleanup, or a store down at the time); 0 = never.",
     )
+    store_threads: int = Field(
+        default=8,
+        ge=1,
+        description="Threads this service's model-store calls run on, apart from every other blocking "
+        "call: a store that hangs can hold only these, and its calls queue for them meanwhile.",
+    )
+    store_health_cache_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        description="How long the health check's model-store answer is reused: health probes, however "
+        "many, make at most one store call (in flight at a time) per this; 0 = a call per probe (still "
+        "shared by the probes that arrive while it is in flight).",
+    )
     train_segment_check_s: float = Field(
         default=5.0,
         gt=0,
@@ -123,7 +160,10 @@ class ApiSettings(BaseModel):
         "replicas behind one load balancer need a shared value.",
     )
     download_url_ttl_s: float = Field(default=3600.0, description="How long a model download URL works.")
-    max_upload_bytes: int = Field(default=100 << 20, description="The largest data file a client may upload.")
+    max_upload_bytes: int = Field(
+        default=100_000_000,
+        description="The largest data file a client may upload (Serval's limit); a larger one answers 400.",
+    )
     max_request_bytes: int = Field(
         default=1 << 20,
         description="The largest REST request body other than a file upload; a larger one answers 413.",

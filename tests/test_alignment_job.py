@@ -375,8 +375,9 @@ def test_build_options_take_serval_style_names_and_refuse_bad_values() -> None:
     for bad in (
         '{"maxSegments": 0}',
         '{"iterations": 1000}',
-        '{"baseModel": "x"}',
         '{"symmetrizationHeuristic": 1}',
     ):
         with pytest.raises(BuildOptionsError, match="invalid build options"):
             AlignmentBuildOptions.parse(bad)
+    assert AlignmentBuildOptions.parse('{"baseModel": "x"}') == defaults, "nmt's option: ignored here"
+    assert AlignmentBuildOptions.ignored_keys({"baseModel": "x", "lowercase": True}) == ["baseModel"]

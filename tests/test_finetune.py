@@ -130,8 +130,13 @@ def test_options_are_checked() -> None:
     assert (options.batch_size, options.quantization, options.time_budget_s) == (16, "int8", 1800)
     with pytest.raises(BuildOptionsError, match="maxSteps"):
         BuildOptions.parse('{"maxSteps": 0}')
-    with pytest.raises(BuildOptionsError, match="epochs"):
-        BuildOptions.parse('{"epochs": 3}')
+    with pytest.raises(BuildOptionsError, match="maxSteps"):
+        BuildOptions.parse('{"maxSteps": "many"}')
+    unknown = '{"epochs": 3, "max_steps": 9, "use_key_terms": false}'
+    assert BuildOptions.parse(unknown).max_steps == 9, "a Python name is a known key too"
+    assert BuildOptions.ignored_keys(json.loads(unknown)) == ["epochs", "use_key_terms"], (
+        "keys nmt does not take are ignored, as Serval accepts any JSON object, and named"
+    )
 
 
 def test_sigterm_is_a_cancel_request() -> None:

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from serval_common.languages import NLLB_LANGUAGE_CODES, LanguageInfo, resolve_language
+from serval_common.languages import NLLB_LANGUAGE_CODES, LanguageInfo, nllb_language_info, resolve_language
 
 
 def test_code_list_is_nllb_200_in_tokenizer_order() -> None:
@@ -48,6 +48,7 @@ def test_code_list_is_nllb_200_in_tokenizer_order() -> None:
         ("az-Arab", "azb_Arab"),
         ("ku", "kmr_Latn"),
         ("ko", "kor_Hang"),
+        ("kor_Kore", "kor_Hang"),
         ("sr", "srp_Cyrl"),
         ("swh", "swh_Latn"),
         ("eng", "eng_Latn"),
@@ -91,3 +92,42 @@ def test_module_imports_no_machine_learning_packages() -> None:
     check = "import sys, serval_common.languages; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+# Serval's `LanguageTagServiceTests.cs` (src/Machine/test/Serval.Machine.Translation.Tests/Services):
+# the NLLB-200 code its `nmt` engines answer for a tag, and whether it is native.
+@pytest.mark.parametrize(
+    ("tag", "code", "native"),
+    [
+        ("es", "spa_Latn", True),
+        ("hne", "hne_Deva", True),
+        ("ks-Arab", "kas_Arab", True),
+        ("srp_Cyrl", "srp_Cyrl", True),
+        ("zh", "zho_Hans", True),
+        ("zh-Hant", "zho_Hant", True),
+        ("zh-TW", "zho_Hant", True),
+        ("cmn", "zho_Hans", True),
+        ("cmn-Hant", "zho_Hant", True),
+        ("ms", "zsm_Latn", True),
+        ("arb", "arb_Arab", True),
+        ("pes", "pes_Arab", True),
+        ("eng", "eng_Latn", True),
+        ("eng-Latn", "eng_Latn", True),
+        ("en", "eng_Latn", True),
+        ("kor", "kor_Hang", True),
+        ("kor_Kore", "kor_Hang", True),
+        ("unknown", "unknown", False),
+        ("xyz-Latn", "xyz_Latn", False),
+        ("xyz", "xyz", False),
+        ("lif-Limb", "lif_Limb", False),
+    ],
+)
+def test_language_info_answers_as_servals_nmt_engines(tag: str, code: str, native: bool) -> None:
+    info = nllb_language_info(tag)
+    assert (info.code, info.is_native) == (code, native)
+
+
+@pytest.mark.parametrize("tag", ["'Invalid Language'", "", "en US", "en/../x", "sw\x00"])
+def test_language_info_refuses_what_no_tag_can_be(tag: str) -> None:
+    with pytest.raises(ValueError, match="is not a language tag"):
+        nllb_language_info(tag)

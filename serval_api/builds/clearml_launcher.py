@@ -15,7 +15,7 @@ import logging
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from serval_api.builds.clearml_client import ClearMLClient, ClearMLError
 from serval_api.builds.launcher import JobLauncher, JobSpec
@@ -23,6 +23,8 @@ from serval_common.families import family
 from serval_common.jobs import CANCELED_EXIT_CODE, hand_over_job_token, job_token_folder
 from serval_common.settings import ClearMLSettings, Settings
 from serval_common.store import ModelStore, store_from_settings
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ class ClearMLJobLauncher(JobLauncher):
         )
         queue_id = await self._client.queue_id(queue)
         spec = self._job_spec(spec)
-        await asyncio.to_thread(hand_over_job_token, self.store(), spec.build_id, spec.job_token)
+        await self._store_call(hand_over_job_token, self.store(), spec.build_id, spec.job_token)
         try:
             task = await self._client.create_task(self.create_kwargs(spec))
         except Exception:
@@ -107,10 +109,15 @@ class ClearMLJobLauncher(JobLauncher):
             self._store = store_from_settings(self.settings)
         return self._store
 
+    async def _store_call(self, fn: Callable[..., T], *args: Any) -> T:
+        """On the API service's store threads (`store_call`) once it has given them."""
+        result: T = await (self.store_call or asyncio.to_thread)(fn, *args)
+        return result
+
     async def _drop_token(self, build_id: str) -> None:
         """A job that never ran, or has ended, leaves no token waiting in the store."""
         try:
-            await asyncio.to_thread(self.store().delete_prefix, job_token_folder(build_id))
+            await self._store_call(self.store().delete_prefix, job_token_folder(build_id))
         except Exception:
             log.warning(
                 "could not delete the job token's store object", extra={"build_id": build_id}, exc_info=True

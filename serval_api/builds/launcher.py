@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from serval_common.jobs import JobSpec
 
-__all__ = ["ExitHandler", "JobLauncher", "JobSpec", "LaunchRefused", "QueueHandler"]
+__all__ = ["ExitHandler", "JobLauncher", "JobSpec", "LaunchRefused", "QueueHandler", "StoreCall"]
 
 ExitHandler = Callable[[str, int, str], Awaitable[None]]
 """Called with (build_id, exit code, last lines of the job's log) when a job ends. Exit code 0 is
@@ -15,6 +16,10 @@ success, 143 a cancel; anything else faults a build the job itself did not finis
 
 QueueHandler = Callable[[dict[str, int]], Awaitable[None]]
 """Called with {build_id: jobs ahead of it} for waiting builds whenever queue positions change."""
+
+StoreCall = Callable[..., Awaitable[Any]]
+"""Runs a blocking model-store call, `await store_call(fn, *args)`: the API service's own store
+threads (`Services.store_call`); None: `asyncio.to_thread`."""
 
 
 class LaunchRefused(Exception):
@@ -26,6 +31,7 @@ class LaunchRefused(Exception):
 class JobLauncher(ABC):
     on_exit: ExitHandler | None = None
     on_queue: QueueHandler | None = None
+    store_call: StoreCall | None = None
 
     @abstractmethod
     async def launch(self, spec: JobSpec) -> str:

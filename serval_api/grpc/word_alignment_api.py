@@ -1,6 +1,7 @@
 """serval.word_alignment.v1.WordAlignmentEngineApi over the service functions, each scoped to
 word-alignment engines: a translation engine's id answers NOT_FOUND here, as a word-alignment
-engine's does on TranslationEngineApi."""
+engine's does on TranslationEngineApi. Serval's `*:word_alignment_engines` scopes count here
+(`Caller.on_word_alignment`), as do the translation-engine scopes."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
 
     async def Create(self, request: engine_pb2.CreateRequest, context: Context) -> empty_pb2.Empty:
         async def call() -> empty_pb2.Empty:
-            caller = await caller_of(self._services, context)
+            caller = (await caller_of(self._services, context)).on_word_alignment()
             await engines.create_engine(
                 self._services,
                 caller,
@@ -39,7 +40,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
 
     async def Delete(self, request: engine_pb2.DeleteRequest, context: Context) -> empty_pb2.Empty:
         async def call() -> empty_pb2.Empty:
-            caller = await caller_of(self._services, context)
+            caller = (await caller_of(self._services, context)).on_word_alignment()
             await engines.delete_engine(self._services, caller, request.engine_id, WORD_ALIGNMENT_TYPES)
             return empty_pb2.Empty()
 
@@ -49,7 +50,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
         self, request: engine_pb2.GetWordAlignmentRequest, context: Context
     ) -> engine_pb2.GetWordAlignmentResponse:
         async def call() -> engine_pb2.GetWordAlignmentResponse:
-            caller = await caller_of(self._services, context)
+            caller = (await caller_of(self._services, context)).on_word_alignment()
             served = await word_alignment.align(
                 self._services, caller, request.engine_id, request.source_segment, request.target_segment
             )
@@ -61,7 +62,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
 
     async def StartBuild(self, request: engine_pb2.StartBuildRequest, context: Context) -> empty_pb2.Empty:
         async def call() -> empty_pb2.Empty:
-            caller = await caller_of(self._services, context)
+            caller = (await caller_of(self._services, context)).on_word_alignment()
             max_items = self._services.settings.api.max_list_items
             carried = (
                 build_request(request.corpora, max_items, inference=WORD_ALIGN_ON)
@@ -87,7 +88,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
         self, request: engine_pb2.CancelBuildRequest, context: Context
     ) -> engine_pb2.CancelBuildResponse:
         async def call() -> engine_pb2.CancelBuildResponse:
-            caller = await caller_of(self._services, context)
+            caller = (await caller_of(self._services, context)).on_word_alignment()
             build = await build_transitions.cancel_current_build(
                 self._services, caller, request.engine_id, WORD_ALIGNMENT_TYPES
             )
@@ -101,7 +102,7 @@ class WordAlignmentEngineApi(engine_pb2_grpc.WordAlignmentEngineApiServicer):
         self, request: engine_pb2.GetQueueSizeRequest, context: Context
     ) -> engine_pb2.GetQueueSizeResponse:
         async def call() -> engine_pb2.GetQueueSizeResponse:
-            caller = await caller_of(self._services, context)
+            caller = (await caller_of(self._services, context)).on_word_alignment()
             _, size = status.queue_size(self._services, caller, request.engine_type, WORD_ALIGNMENT_TYPES)
             return engine_pb2.GetQueueSizeResponse(size=size)
 

@@ -13,7 +13,15 @@ router = APIRouter(prefix="/api/v1/translation/builds", tags=["Translation Build
 
 _DATE_HELP = "ISO-8601, e.g. `2024-05-01 12:00:00Z` (the form Serval's clients send); no offset means UTC"
 CreatedAfter = Annotated[str | None, Query(alias="created-after", description=_DATE_HELP)]
-FinishedAfter = Annotated[str | None, Query(alias="finished-after", description=f"Required. {_DATE_HELP}")]
+FinishedAfter = Annotated[
+    str | None,
+    Query(
+        alias="finished-after",
+        description="The id of one of your builds: the answer is the next build to finish after it "
+        "(as Serval); omitted, or an id of no build of yours: the next to finish from now. Also "
+        f"accepted (this service's extension): a date-time, {_DATE_HELP}",
+    ),
+]
 
 
 @router.get(
@@ -34,7 +42,8 @@ async def builds_created_after(
 
 @router.get(
     "/next-finished",
-    summary="The caller's first build to finish after `finished-after`; waits for one, then 408",
+    summary="The caller's next build to finish after build `finished-after` (or a date-time, or now); "
+    "waits for one, then 408",
     response_model=TranslationBuild,
     response_model_exclude_none=True,
     responses=errors(400, 408),

@@ -28,5 +28,12 @@ async def get_caller(
     )
 
 
+async def get_word_alignment_caller(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+    """The caller on the word-alignment routes, where Serval's word-alignment scopes count."""
+    return caller.on_word_alignment()
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
+WordAlignmentCallerDep = Annotated[Caller, Depends(get_word_alignment_caller)]
+"""`CallerDep` for the word-alignment routes (`Caller.on_word_alignment`)."""

@@ -1,4 +1,6 @@
-"""/files: multipart uploads streamed to a temporary file, never held whole in memory."""
+"""/files: multipart uploads streamed to a temporary file, never held whole in memory. An upload
+over `api.max_upload_bytes` (100,000,000 bytes, Serval's `RequestSizeLimit`) answers 400, as
+Serval's does (`files.too_large`)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from serval_api.auth import Caller
-from serval_api.errors import InvalidArgument, PayloadTooLarge
+from serval_api.errors import InvalidArgument
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.files_protocol import DataFile, file_dto
 from serval_api.service import Services, files
@@ -62,9 +64,7 @@ async def _limited(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
     async for chunk in request.stream():
         received += len(chunk)
         if received > limit:
-            raise PayloadTooLarge(
-                f"file: the upload is larger than the limit of {limit - _FORM_OVERHEAD_BYTES} bytes"
-            )
+            raise files.too_large(limit - _FORM_OVERHEAD_BYTES)
         yield chunk
 
 
@@ -75,7 +75,7 @@ async def _receive(request: Request, max_bytes: int) -> AsyncIterator[_Upload]:
     limit = max_bytes + _FORM_OVERHEAD_BYTES
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"file: the upload is larger than the limit of {max_bytes} bytes")
+        raise files.too_large(max_bytes)
     try:
         form = await MultiPartParser(
             request.headers, _limited(request, limit), max_files=1, max_fields=10

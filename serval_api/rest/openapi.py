@@ -16,7 +16,7 @@ DESCRIPTIONS = {
     400: "The request is malformed or a value is invalid",
     401: "Credentials are missing or invalid",
     403: "The credentials lack the scope, or the entity belongs to another owner",
-    404: "The entity does not exist (or belongs to another owner)",
+    404: "The entity does not exist",
     405: "The engine type cannot do this call",
     408: "The long poll ended before the awaited revision; poll again",
     409: "The entity's state forbids the call (no model yet, a build already running)",

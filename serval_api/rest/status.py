@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from serval_api.auth import READ_STATUS
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.openapi import errors
 from serval_api.rest.protocol import DeploymentInfo, HealthReport, HealthReportEntry, LanguageInfo, Queue
@@ -23,6 +24,8 @@ async def ping() -> HealthReport:
     responses={503: {"model": HealthReport, "description": "A dependency is unhealthy"}},
 )
 async def health(services: ServicesDep, caller: CallerDep, response: Response) -> HealthReport:
+    """Every dependency's report; needs `read:status`, as Serval's (`status/ping` is the open probe)."""
+    caller.require(READ_STATUS)
     report = await status.health(services)
     if not report.healthy:
         response.status_code = 503
@@ -74,7 +77,7 @@ async def queue(engine_type: str, services: ServicesDep, caller: CallerDep) -> Q
     "/translation/engine-types/{engine_type}/languages/{language}",
     response_model=LanguageInfo,
     response_model_exclude_none=True,
-    responses=errors(405),
+    responses=errors(400, 404),
 )
 async def language_info(engine_type: str, language: str, caller: CallerDep) -> LanguageInfo:
     kind, info = status.language_info(caller, engine_type, language)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response, status
 
-from serval_api.rest.deps import CallerDep, ServicesDep
+from serval_api.rest.deps import ServicesDep, WordAlignmentCallerDep
 from serval_api.rest.disconnect import while_connected
 from serval_api.rest.openapi import errors
 from serval_api.rest.pretranslations import TextIdQuery
@@ -30,7 +30,7 @@ router = APIRouter(prefix="/api/v1/word-alignment", tags=[TAG])
 
 
 @router.get("/engines", response_model=list[WordAlignmentEngine], response_model_exclude_none=True)
-async def list_engines(services: ServicesDep, caller: CallerDep) -> list[WordAlignmentEngine]:
+async def list_engines(services: ServicesDep, caller: WordAlignmentCallerDep) -> list[WordAlignmentEngine]:
     base = services.settings.api_base_url
     return [engine_dto(base, e) for e in await engines.list_engines(services, caller, WORD_ALIGNMENT_TYPES)]
 
@@ -43,7 +43,10 @@ async def list_engines(services: ServicesDep, caller: CallerDep) -> list[WordAli
     responses=errors(405, 409),
 )
 async def create_engine(
-    config: WordAlignmentEngineConfig, services: ServicesDep, caller: CallerDep, response: Response
+    config: WordAlignmentEngineConfig,
+    services: ServicesDep,
+    caller: WordAlignmentCallerDep,
+    response: Response,
 ) -> WordAlignmentEngine:
     engine = await engines.create_engine(
         services,
@@ -61,13 +64,15 @@ async def create_engine(
 
 
 @router.get("/engines/{engine_id}", response_model=WordAlignmentEngine, response_model_exclude_none=True)
-async def get_engine(engine_id: str, services: ServicesDep, caller: CallerDep) -> WordAlignmentEngine:
+async def get_engine(
+    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
+) -> WordAlignmentEngine:
     engine = await engines.get_engine(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
     return engine_dto(services.settings.api_base_url, engine)
 
 
 @router.delete("/engines/{engine_id}", status_code=status.HTTP_200_OK)
-async def delete_engine(engine_id: str, services: ServicesDep, caller: CallerDep) -> None:
+async def delete_engine(engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep) -> None:
     await engines.delete_engine(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
 
 
@@ -83,7 +88,7 @@ async def align(
     request: Request,
     response: Response,
     services: ServicesDep,
-    caller: CallerDep,
+    caller: WordAlignmentCallerDep,
 ) -> WordAlignmentResult:
     served = await while_connected(
         request,
@@ -99,7 +104,11 @@ async def align(
     responses=errors(409),
 )
 async def list_word_alignments(
-    engine_id: str, corpus_id: str, services: ServicesDep, caller: CallerDep, text_id: TextIdQuery
+    engine_id: str,
+    corpus_id: str,
+    services: ServicesDep,
+    caller: WordAlignmentCallerDep,
+    text_id: TextIdQuery,
 ) -> list[WordAlignment]:
     """The word alignments of the engine's current model for a parallel corpus of the engine."""
     rows = await word_alignment.list_word_alignments(services, caller, engine_id, corpus_id, text_id=text_id)
@@ -107,6 +116,6 @@ async def list_word_alignments(
 
 
 @router.get("/engine-types/{engine_type}/queues", response_model=Queue, responses=errors(405))
-async def queue(engine_type: str, services: ServicesDep, caller: CallerDep) -> Queue:
+async def queue(engine_type: str, services: ServicesDep, caller: WordAlignmentCallerDep) -> Queue:
     kind, size = status_service.queue_size(services, caller, engine_type, WORD_ALIGNMENT_TYPES)
     return Queue(size=size, engine_type=kind)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response, status
 
 from serval_api.rest.build_corpora import training_entries
 from serval_api.rest.builds import MinRevision
-from serval_api.rest.deps import CallerDep, ServicesDep
+from serval_api.rest.deps import ServicesDep, WordAlignmentCallerDep
 from serval_api.rest.openapi import errors
 from serval_api.rest.word_alignment import TAG
 from serval_api.rest.word_alignment_protocol import (
@@ -34,7 +34,7 @@ NO_BUILD: dict[int | str, dict[str, Any]] = {204: {"description": "No build is p
     "/parallel-corpora", response_model=list[WordAlignmentParallelCorpus], response_model_exclude_none=True
 )
 async def list_parallel_corpora(
-    engine_id: str, services: ServicesDep, caller: CallerDep
+    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
 ) -> list[WordAlignmentParallelCorpus]:
     base = services.settings.api_base_url
     found = await parallel_corpora.list_parallel_corpora(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
@@ -51,7 +51,7 @@ async def create_parallel_corpus(
     engine_id: str,
     config: WordAlignmentParallelCorpusConfig,
     services: ServicesDep,
-    caller: CallerDep,
+    caller: WordAlignmentCallerDep,
     response: Response,
 ) -> WordAlignmentParallelCorpus:
     pc = await parallel_corpora.create_parallel_corpus(
@@ -72,7 +72,7 @@ async def create_parallel_corpus(
     "/parallel-corpora/{pc_id}", response_model=WordAlignmentParallelCorpus, response_model_exclude_none=True
 )
 async def get_parallel_corpus(
-    engine_id: str, pc_id: str, services: ServicesDep, caller: CallerDep
+    engine_id: str, pc_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
 ) -> WordAlignmentParallelCorpus:
     pc = await parallel_corpora.get_parallel_corpus(services, caller, engine_id, pc_id, WORD_ALIGNMENT_TYPES)
     return parallel_corpus_dto(services.settings.api_base_url, pc)
@@ -86,7 +86,7 @@ async def update_parallel_corpus(
     pc_id: str,
     config: WordAlignmentParallelCorpusUpdateConfig,
     services: ServicesDep,
-    caller: CallerDep,
+    caller: WordAlignmentCallerDep,
 ) -> WordAlignmentParallelCorpus:
     pc = await parallel_corpora.update_parallel_corpus(
         services,
@@ -102,13 +102,15 @@ async def update_parallel_corpus(
 
 @router.delete("/parallel-corpora/{pc_id}", status_code=status.HTTP_200_OK)
 async def delete_parallel_corpus(
-    engine_id: str, pc_id: str, services: ServicesDep, caller: CallerDep
+    engine_id: str, pc_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
 ) -> None:
     await parallel_corpora.delete_parallel_corpus(services, caller, engine_id, pc_id, WORD_ALIGNMENT_TYPES)
 
 
 @router.get("/builds", response_model=list[WordAlignmentBuild], response_model_exclude_none=True)
-async def list_builds(engine_id: str, services: ServicesDep, caller: CallerDep) -> list[WordAlignmentBuild]:
+async def list_builds(
+    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
+) -> list[WordAlignmentBuild]:
     base = services.settings.api_base_url
     return [
         build_dto(base, b)
@@ -126,7 +128,7 @@ async def list_builds(engine_id: str, services: ServicesDep, caller: CallerDep) 
 async def start_build(
     engine_id: str,
     services: ServicesDep,
-    caller: CallerDep,
+    caller: WordAlignmentCallerDep,
     response: Response,
     config: WordAlignmentBuildConfig | None = None,
 ) -> WordAlignmentBuild:
@@ -153,7 +155,11 @@ async def start_build(
     responses=errors(408),
 )
 async def get_build(
-    engine_id: str, build_id: str, services: ServicesDep, caller: CallerDep, min_revision: MinRevision = None
+    engine_id: str,
+    build_id: str,
+    services: ServicesDep,
+    caller: WordAlignmentCallerDep,
+    min_revision: MinRevision = None,
 ) -> WordAlignmentBuild:
     build = await builds.get_build(
         services, caller, engine_id, build_id, min_revision=min_revision, types=WORD_ALIGNMENT_TYPES
@@ -168,7 +174,7 @@ async def get_build(
     responses={**NO_BUILD, **errors(408)},
 )
 async def current_build(
-    engine_id: str, services: ServicesDep, caller: CallerDep, min_revision: MinRevision = None
+    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep, min_revision: MinRevision = None
 ) -> WordAlignmentBuild | Response:
     build = await builds.current_build(
         services, caller, engine_id, min_revision=min_revision, types=WORD_ALIGNMENT_TYPES
@@ -185,7 +191,7 @@ async def current_build(
     responses=NO_BUILD,
 )
 async def cancel_current_build(
-    engine_id: str, services: ServicesDep, caller: CallerDep
+    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
 ) -> WordAlignmentBuild | Response:
     build = await build_transitions.cancel_current_build(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
     if build is None:

@@ -126,6 +126,46 @@ async def stored_catalog(s: AsyncSession, engine_id: str) -> list[ParallelSource
     return catalog
 
 
+def check_named_corpora(
+    catalog: Sequence[ParallelSource],
+    field: str,
+    entries: Sequence[TrainingEntry | PretranslateEntry | WordAlignEntry] | None,
+) -> None:
+    """Serval's refusals (`StartBuild.cs`, 400) of the stored corpora that (resolved) entries name:
+    an engine corpus with no files on either side; a parallel corpus with no source and no target
+    corpora; and, to train on (`trainOn`), a parallel corpus one of whose corpora has no files (a
+    corpus whose files were all deleted). Corpora the entries leave out are not checked, as in Serval."""
+    by_key: dict[tuple[str, str | None], ParallelSource] = {(pc.kind, pc.id): pc for pc in catalog}
+    for i, entry in enumerate(entries or ()):
+        where = f"{field}[{i}]"
+        if entry.parallel_corpus_id is None:
+            engine_corpus = by_key.get((ENGINE_CORPUS, entry.corpus_id))
+            if engine_corpus is not None and not any(
+                side.files for side in (*engine_corpus.source, *engine_corpus.target)
+            ):
+                raise InvalidArgument(
+                    f"{where}: the corpus {engine_corpus.id} is not valid: it does not have any source or "
+                    "target files; give it files (PATCH its sourceFiles or targetFiles) or leave it out"
+                )
+            continue
+        pc = by_key.get((PARALLEL_CORPUS, entry.parallel_corpus_id))
+        if pc is None:
+            continue
+        if not pc.source and not pc.target:
+            raise InvalidArgument(
+                f"{where}: the parallel corpus {pc.id} does not have source or target corpora associated "
+                "with it; give it corpora (PATCH its sourceCorpusIds and targetCorpusIds) or leave it out"
+            )
+        if field != "trainOn":
+            continue
+        for corpus in (*pc.source, *pc.target):
+            if not corpus.files:
+                raise InvalidArgument(
+                    f"{where}: the corpus {corpus.id} referenced in parallel corpus {pc.id} does not have "
+                    "any files associated with it; add files to that corpus or leave the parallel corpus out"
+                )
+
+
 def chosen_corpora(
     catalog: list[ParallelSource],
     train_on: list[TrainingEntry] | None,

@@ -9,7 +9,7 @@ its own texts (the corpora they leave out take no part).
 A client's `corpusId` is Serval's older name, and here it also keeps its earlier meaning: one
 that names no engine corpus but a parallel corpus of the engine is that parallel corpus.
 `resolve` settles this when the build starts, so a stored entry's `corpus_id` is always an
-engine corpus. Builds store `dump`'s output in `builds.train_on` / `builds.pretranslate` (a
+engine corpus. An engine corpus's side filters are accepted and ignored, as in Serval. Builds store `dump`'s output in `builds.train_on` / `builds.pretranslate` (a
 word-alignment build's `wordAlignOn` entries, `WordAlignEntry`, take the `pretranslate` slot).
 """
 
@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from serval_api.errors import InvalidArgument
-from serval_api.service import limits
+from serval_api.service import diagnostics, limits
+from serval_api.service.diagnostics import Diagnostic
 
 SCRIPTURE_RANGE_CHARS = 1000
 
@@ -108,8 +109,9 @@ def resolve(
     parallel_corpus_ids: Iterable[str],
     engine_corpus_ids: Iterable[str],
 ) -> list[E] | None:
-    """The entries (already `check`ed) with every name looked up: unknown corpora are 400, and a
-    `corpus_id` that names a parallel corpus becomes its `parallel_corpus_id`."""
+    """The entries (already `check`ed) with every name looked up: unknown corpora are 400, a
+    `corpus_id` that names a parallel corpus becomes its `parallel_corpus_id`, and one that names an
+    engine corpus loses its side filters, which Serval ignores there (`ignored_filters` says so)."""
     if entries is None:
         return None
     parallel = set(parallel_corpus_ids)
@@ -121,12 +123,7 @@ def resolve(
             if entry.parallel_corpus_id not in parallel:
                 raise InvalidArgument(f"{where}: unknown parallel corpus {entry.parallel_corpus_id}")
         elif entry.corpus_id in engine:
-            named = [side for side, filters in entry.side_filters().items() if filters is not None]
-            if named:
-                raise InvalidArgument(
-                    f"{where}.{named[0]}: corpus {entry.corpus_id} is an engine corpus; choose its texts "
-                    "with textIds or scriptureRange"
-                )
+            entry = entry.model_copy(update=dict.fromkeys(_SIDE_FILTERS & set(type(entry).model_fields)))
         elif entry.corpus_id in parallel:
             entry = entry.model_copy(update={"parallel_corpus_id": entry.corpus_id, "corpus_id": None})
         else:
@@ -136,6 +133,31 @@ def resolve(
             )
         resolved.append(entry)
     return resolved
+
+
+_SIDE_FILTERS = {"source_filters", "target_filters"}
+
+
+def ignored_filters(
+    field: str, entries: Sequence[_Entry] | None, *, engine_corpus_ids: Iterable[str]
+) -> list[Diagnostic]:
+    """A warning for each entry (not yet `resolve`d) that names an engine corpus with
+    `sourceFilters` / `targetFilters`: Serval accepts and ignores them there (`StartBuild.cs` keeps
+    only an engine corpus's `textIds` and `scriptureRange`), and so does `resolve`."""
+    engine = set(engine_corpus_ids)
+    notes = []
+    for i, entry in enumerate(entries or ()):
+        if entry.parallel_corpus_id is not None or entry.corpus_id not in engine:
+            continue
+        named = [side for side, filters in entry.side_filters().items() if filters is not None]
+        if named:
+            where = f"{field}[{i}]"
+            message = (
+                f"{where}: corpus {entry.corpus_id} is an engine corpus, so its {' and '.join(named)} "
+                "were ignored; choose its texts with textIds or scriptureRange"
+            )
+            notes.append(diagnostics.ignored_filters(message, field=where, corpus_id=entry.corpus_id))
+    return notes
 
 
 def dump(entries: Sequence[_Entry] | None) -> list[dict[str, Any]] | None:

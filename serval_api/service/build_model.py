@@ -8,7 +8,6 @@ is not a published base model, naming the ones that are).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from serval_api.errors import InvalidArgument
@@ -56,7 +55,7 @@ async def published_base_models(services: Services) -> list[str]:
                 found.add(parts[1])
         return sorted(found)
 
-    return await asyncio.to_thread(names)
+    return await services.store_call(names)
 
 
 def published_hint(names: list[str]) -> str:

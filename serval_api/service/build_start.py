@@ -1,16 +1,20 @@
 """Starting a build: `start_build` is a pipeline of named steps. Check the request, refuse early
-what the database already rules out, check the options and the base model they name, check the
-model store, plan the export, record the Pending build, then write its files and launch its job.
-Everything up to the record refuses the request (4xx/503, nothing made); a failure after it
-faults the build instead.
+what the database already rules out, check the options and the base model they name, plan the
+export, record the Pending build, then write its files and launch its job. Everything up to the
+record refuses the request (4xx/503, nothing made); a failure after it faults the build instead.
+
+A model store that cannot be reached refuses nothing: Serval reads no store at build start (its
+build job does), so it accepts the build (201) and the build faults. Here too: the build is
+recorded and faults at once, its message naming the model store and what to check
+(`STORE_DOWN`), whether the base model could not be checked or the build's files not written.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import secrets
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -19,13 +23,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from serval_api.auth import UPDATE_ENGINES, Caller
 from serval_api.builds.launcher import JobSpec, LaunchRefused
 from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
-from serval_api.errors import Conflict, InvalidArgument, ServalError, Unavailable
+from serval_api.errors import Conflict, InvalidArgument, ServalError
 from serval_api.service import (
     build_corpora,
     build_model,
     build_segments,
     corpus_export,
     corpus_files,
+    diagnostics,
     limits,
     revisions,
 )
@@ -37,7 +42,7 @@ from serval_api.service.context import Services
 from serval_api.service.deployment import service_version
 from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
 from serval_api.service.keys import hash_secret, new_id
-from serval_api.service.status import STORE_PROBE_KEY
+from serval_api.service.options_json import UNPARSABLE
 from serval_api.webhooks.outbox import enqueue_build_events
 from serval_common.build_options import BuildOptions, BuildOptionsError, JobOptions
 from serval_common.families import family
@@ -75,8 +80,7 @@ async def start_build(
     engine_type = await _refuse_early(services, caller, engine_id, build_id, types)
     await services.quotas.build_start(caller)
     options = build_model.with_model(engine_type, model, options)
-    parsed = await _checked_options(services, engine_type, options, model)
-    await _check_store(services)
+    parsed, store_down = await _checked_options_or_store_down(services, engine_type, options, model)
     plan = await corpus_export.plan_build(
         services,
         caller,
@@ -87,6 +91,7 @@ async def start_build(
         word_align_on=word_align_on,
         types=types,
     )
+    plan = _noting_ignored_options(plan, engine_type, options)
     build, spec = await _record_build(
         services,
         caller,
@@ -98,7 +103,10 @@ async def start_build(
         plan=plan,
         types=types,
     )
-    await _write_and_launch(services, build, plan, spec)
+    if store_down is not None:
+        await _fault_store_down(services, build, store_down, "the base model could not be checked")
+    else:
+        await _write_and_launch(services, build, plan, spec)
     return build
 
 
@@ -218,6 +226,9 @@ async def _write_and_launch(
         shown = redact(str(e), secret_values(services.settings))
         await fault_build(services, build.id, f"the build job could not be launched: {shown}")
     except Exception as e:
+        if store_unavailable(e):
+            await _fault_store_down(services, build, e, "the build's files could not be written")
+            return
         message = error_reference("the build job could not be launched", e, log, extra)
         await fault_build(services, build.id, message)
 
@@ -245,14 +256,56 @@ def _check_options(engine_type: str, options: dict[str, Any] | None) -> JobOptio
     except BuildOptionsError as e:
         raise InvalidArgument(str(e)) from None
     except RecursionError:
-        raise InvalidArgument("options: nested too deeply") from None
+        raise InvalidArgument(f"options: {UNPARSABLE}: nested too deeply") from None
 
 
-async def _check_store(services: Services) -> None:
-    """The build's export goes to the model store once the build is recorded, and its job reads it
-    from there: a store that is down refuses the build now, before anything is made (503, as every
-    outage). The corpora themselves are read from the database."""
-    await asyncio.to_thread(services.store.exists, STORE_PROBE_KEY)
+def _noting_ignored_options(
+    plan: build_segments.ExportPlan, engine_type: str, options: dict[str, Any] | None
+) -> build_segments.ExportPlan:
+    """`plan` with a warning naming the options the engine type does not take, if any: the build
+    keeps and passes them on, as Serval does, but nothing reads them."""
+    ignored = family(engine_type).options.ignored_keys(options or {})
+    if not ignored:
+        return plan
+    note = diagnostics.ignored_options(engine_type, ignored)
+    return replace(plan, warnings=[*plan.warnings, note["message"]], diagnostics=[*plan.diagnostics, note])
+
+
+STORE_DOWN = (
+    "the model store could not be reached ({what}): check that the model store is up and that the "
+    "API service reaches it at the address its settings give (store.url, store.s3_endpoint_url), "
+    "then start the build again"
+)
+"""A build's message when the model store is down at its start; the error id that follows leads
+to the log's full account (the store's URL and the error), which no client reads."""
+
+
+class _StoreDown(Exception):
+    """The model store could not be reached while the build's options were checked."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+async def _checked_options_or_store_down(
+    services: Services, engine_type: str, options: dict[str, Any] | None, model: str | None
+) -> tuple[JobOptions, Exception | None]:
+    """`_checked_options`, and the store failure that kept the base model from being checked (the
+    options then parsed alone): it faults the build once recorded rather than refuse it."""
+    try:
+        return await _checked_options(services, engine_type, options, model), None
+    except _StoreDown as e:
+        return _check_options(engine_type, options), e.cause
+
+
+async def _fault_store_down(services: Services, build: Build, cause: Exception, what: str) -> None:
+    """Fault `build`, started while the model store is down, with `STORE_DOWN`. Nothing of the build
+    is in the store to discard (its job never ran), and a store that hangs would hold the answer
+    once more for nothing: the store sweep removes whatever is left."""
+    extra = {"engine_id": build.engine_id, "build_id": build.id}
+    message = error_reference(STORE_DOWN.format(what=what), cause, log, extra)
+    await fault_build(services, build.id, message, discard=False)
 
 
 def _model_name(services: Services, options: JobOptions) -> str | None:
@@ -279,13 +332,12 @@ async def _check_base_model(services: Services, name: str, field: str = "options
 async def _read_base_model(services: Services, name: str) -> None:
     refused = InvalidArgument(f"{limits.shown(name)} is not a published base model")
     try:
-        manifest = await asyncio.to_thread(read_manifest, services.store, base_model_folder(name))
+        manifest = await services.store_call(read_manifest, services.store, base_model_folder(name))
     except (InvalidName, InvalidKey):
         raise refused from None
     except ManifestError as e:
         if store_unavailable(e):
-            log.warning("model store unavailable at build start", extra={"base_model": name, "error": str(e)})
-            raise Unavailable("the model store is unavailable; try again later", retry_after_s=5) from None
+            raise _StoreDown(e) from e
         log.info("build refused: base model not published", extra={"base_model": name, "error": str(e)})
         raise refused from None
     if manifest.kind != "base-model":

@@ -51,8 +51,11 @@ async def apply_job_change(
     return build
 
 
-async def fault_build(services: Services, build_id: str, message: str) -> Build | None:
-    """Fault a running build with `message` and discard the model revision it had begun."""
+async def fault_build(
+    services: Services, build_id: str, message: str, *, discard: bool = True
+) -> Build | None:
+    """Fault a running build with `message` and discard the model revision it had begun (unless
+    not `discard`: nothing was begun, and the store sweep removes any leftovers)."""
 
     def fault(build: Build, _engine: Engine) -> None:
         build.state = BuildState.FAULTED.value
@@ -61,7 +64,7 @@ async def fault_build(services: Services, build_id: str, message: str) -> Build 
         build.execution_data = diagnostics.with_fault(build.execution_data, message)
 
     build = await apply_job_change(services, build_id, fault)
-    if build is not None:
+    if build is not None and discard:
         await revisions.discard_unfinished(services, build)
     return build
 

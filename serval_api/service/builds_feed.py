@@ -7,6 +7,13 @@ no feed for them (sillsdev/serval: `Serval.Translation/Features/Builds/` holds t
 `Serval.WordAlignment` none). So word-alignment builds (`statistical`, `echo-word-alignment`), whose
 URLs lie under `/word-alignment/engines` and answer 404 as translation builds, are left out.
 
+`next_finished`'s `finished-after` is, as in Serval (`GetNextFinishedBuild.cs`), the id of one of
+the caller's builds: the answer is the first build to finish after it (by `dateFinished`, then id;
+after now while that build has not finished). Serval waits from now for an id it does not find
+(unknown, another owner's, a word-alignment build's), and so does this service. Omitted: from now.
+This service's extension: an ISO-8601 date-time instead of an id (the first build to finish after
+it); a value shaped like a date (`2024-…`) that is no date answers 400.
+
 `next_finished` long-polls on `owner_builds_key(owner)`, which every change to one of the owner's
 builds notifies (on PostgreSQL through NOTIFY, so a build finished through another replica wakes it).
 """
@@ -16,10 +23,10 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from sqlalchemy import Select, select
+from sqlalchemy import ColumnElement, Select, and_, or_, select
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, Engine, EngineType
+from serval_api.db.models import Build, Engine, EngineType, utcnow
 from serval_api.errors import InvalidArgument
 from serval_api.service import limits
 from serval_api.service.changes import owner_builds_key
@@ -28,6 +35,9 @@ from serval_api.service.long_poll import wait_until
 
 # `2024-05-01T12:00:00 02:00`: an offset whose `+` an unencoded query string turned into a space.
 _SPACED_OFFSET = re.compile(r"^(.*\d)\s+(\d{2}:?\d{2})$")
+# What a client means as a date: `2024-05-01…` or `20240501…`. Build ids (24 hex digits, as
+# Serval's) never have this shape, and a gRPC client's own build id that has it is looked up first.
+_DATE_SHAPED = re.compile(r"^\s*\d{4}-?\d{2}-?\d{2}(?:$|[T\s])")
 
 
 def parse_timestamp(name: str, value: str | None) -> datetime:
@@ -71,16 +81,11 @@ async def builds_created_after(services: Services, caller: Caller, created_after
 
 
 async def next_finished(services: Services, caller: Caller, finished_after: str | None) -> Build:
-    """The caller's build that finished first after `finished_after`, waiting for one up to the
-    long-poll window (then 408)."""
+    """The caller's build that finished first after `finished_after` (a build id, or a date-time;
+    see the module's docstring), waiting for one up to the long-poll window (then 408)."""
     caller.require(READ_ENGINES)
-    after = parse_timestamp("finished-after", finished_after)
-    query = (
-        _translation_builds(caller.owner)
-        .where(Build.date_finished > after)
-        .order_by(Build.date_finished, Build.id)
-        .limit(1)
-    )
+    after = await _finished_after(services, caller, finished_after)
+    query = _translation_builds(caller.owner).where(after).order_by(Build.date_finished, Build.id).limit(1)
 
     async def read() -> Build | None:
         async with services.db.session() as s:
@@ -96,3 +101,19 @@ async def next_finished(services: Services, caller: Caller, finished_after: str 
     )
     assert build is not None
     return build
+
+
+async def _finished_after(services: Services, caller: Caller, value: str | None) -> ColumnElement[bool]:
+    """Which builds count as finished after `value`: after one of the caller's translation builds
+    (its `dateFinished`, then its id, as Serval orders them; now while it has not finished),
+    after a date-time, or after now (no value, or an id Serval would not find either)."""
+    text = (value or "").strip()
+    if text and limits.can_be_id(text):
+        async with services.db.session() as s:
+            named = (await s.scalars(_translation_builds(caller.owner).where(Build.id == text))).first()
+        if named is not None:
+            since = named.date_finished or utcnow()
+            return or_(Build.date_finished > since, and_(Build.date_finished == since, Build.id > named.id))
+    if text and _DATE_SHAPED.match(text):
+        return Build.date_finished > parse_timestamp("finished-after", text)
+    return Build.date_finished > utcnow()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import ParamSpec, Protocol, TypeVar
 
 from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
@@ -14,12 +15,16 @@ from serval_api.routing.work import AlignWork, Served, TrainSegmentWork, Transla
 from serval_api.service.changes import ChangeNotifier
 from serval_api.service.lookups import Lookups
 from serval_api.service.quotas import Quotas
+from serval_api.service.store_calls import SharedCheck, StoreCalls
 from serval_common.core import TranslationResult, WordAlignmentResult, WordGraph
 from serval_common.model_revision import ModelRevision
 from serval_common.settings import Settings
 from serval_common.store import ModelStore, store_from_settings
 
 LONG_POLL_MAX_S = 40.0
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class TranslationDispatcher(Protocol):
@@ -79,6 +84,26 @@ class Services:
         """The model store the settings name, opened once (an S3 client is thread-safe and keeps
         its connections)."""
         return store_from_settings(self.settings)
+
+    @cached_property
+    def store_calls(self) -> StoreCalls:
+        """The bounded pool the service's store calls run on (`store_calls.py`)."""
+        return StoreCalls(self.settings.api.store_threads)
+
+    async def store_call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)`, a blocking model-store call, on the store's own threads: never
+        `asyncio.to_thread`, whose default executor a hung store would fill for everyone."""
+        return await self.store_calls(fn, *args, **kwargs)
+
+    @cached_property
+    def store_health(self) -> SharedCheck:
+        """The health check's store probe, shared and reused (`api.store_health_cache_s`)."""
+        return SharedCheck(self.settings.api.store_health_cache_s)
+
+    def close(self) -> None:
+        """Release what the service's objects hold outside the event loop (the store's threads)."""
+        if "store_calls" in self.__dict__:
+            self.store_calls.close()
 
     @cached_property
     def lookups(self) -> Lookups:

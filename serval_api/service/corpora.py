@@ -1,7 +1,10 @@
 """Corpora: a language and an ordered list of the caller's data files, each with a text id.
 
 A `fileId` that is unknown or another owner's is the same 400 (never 404), so a corpus body cannot
-probe for other owners' files.
+probe for other owners' files. A corpus named in the path that is another owner's answers 403.
+
+Serval's corpora answer to the files scopes (`read:files`, `create:files`, `update:files`,
+`delete:files`); so do these, and to this service's older `*:corpora` scopes too.
 """
 
 from __future__ import annotations
@@ -12,10 +15,20 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from serval_api.auth import CREATE_CORPORA, DELETE_CORPORA, READ_CORPORA, UPDATE_CORPORA, Caller
+from serval_api.auth import (
+    CREATE_CORPORA,
+    CREATE_FILES,
+    DELETE_CORPORA,
+    DELETE_FILES,
+    READ_CORPORA,
+    READ_FILES,
+    UPDATE_CORPORA,
+    UPDATE_FILES,
+    Caller,
+)
 from serval_api.db.models import Corpus, DataFile, ParallelCorpus, utcnow
-from serval_api.errors import Conflict, InvalidArgument, NotFound
-from serval_api.service import limits
+from serval_api.errors import Conflict, InvalidArgument
+from serval_api.service import limits, owners
 from serval_api.service.context import Services
 from serval_api.service.engines import language
 from serval_api.service.files import default_text_id
@@ -31,12 +44,11 @@ class CorpusFileRef:
 
 
 async def owned_corpus(s: AsyncSession, caller: Caller, corpus_id: str, *, lock: bool = False) -> Corpus:
+    """The caller's corpus: 404 when missing, 403 when another owner's (`owners.check_owner`)."""
     if not limits.can_be_id(corpus_id):
-        raise NotFound(f"corpus {limits.shown(corpus_id)} not found")
+        raise owners.not_found("corpus", corpus_id)
     corpus = await s.get(Corpus, corpus_id, with_for_update=True if lock else None)
-    if corpus is None or corpus.owner != caller.owner:
-        raise NotFound(f"corpus {corpus_id} not found")
-    return corpus
+    return owners.check_owner(corpus, caller, "corpus", corpus_id)
 
 
 async def resolve_files(
@@ -64,7 +76,7 @@ async def create_corpus(
     files: list[CorpusFileRef],
     name: str | None = None,
 ) -> Corpus:
-    caller.require(CREATE_CORPORA)
+    caller.require(CREATE_FILES, CREATE_CORPORA)
     lang = language("language", language_tag)
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
@@ -83,14 +95,14 @@ async def create_corpus(
 
 
 async def list_corpora(services: Services, caller: Caller) -> list[Corpus]:
-    caller.require(READ_CORPORA)
+    caller.require(READ_FILES, READ_CORPORA)
     query = select(Corpus).where(Corpus.owner == caller.owner).order_by(Corpus.date_created, Corpus.id)
     async with services.db.session() as s:
         return list((await s.scalars(query)).all())
 
 
 async def get_corpus(services: Services, caller: Caller, corpus_id: str) -> Corpus:
-    caller.require(READ_CORPORA)
+    caller.require(READ_FILES, READ_CORPORA)
     async with services.db.session() as s:
         return await owned_corpus(s, caller, corpus_id)
 
@@ -105,7 +117,7 @@ async def update_corpus(
     name: str | None = None,
 ) -> Corpus:
     """Replaces the fields given; the next build exports the corpus as it is then."""
-    caller.require(UPDATE_CORPORA)
+    caller.require(UPDATE_FILES, UPDATE_CORPORA)
     lang = language("language", language_tag) if language_tag is not None else None
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
@@ -122,7 +134,7 @@ async def update_corpus(
 
 async def delete_corpus(services: Services, caller: Caller, corpus_id: str) -> None:
     """A corpus that a parallel corpus still names cannot be deleted (409)."""
-    caller.require(DELETE_CORPORA)
+    caller.require(DELETE_FILES, DELETE_CORPORA)
     async with services.db.session() as s:
         corpus = await owned_corpus(s, caller, corpus_id)
         query = select(ParallelCorpus).where(ParallelCorpus.owner == caller.owner)

@@ -57,6 +57,7 @@ async def plan_build(
     corpora a gRPC `StartBuild` carries, which then stand in for the stored ones. The plan carries
     both resolved (`build_corpora.resolve`). A word-alignment engine's plan has `word_align_rows`
     (`plan_word_align`)."""
+    stored = catalog is None
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id, types=types)
         if catalog is None:
@@ -67,8 +68,17 @@ async def plan_build(
             "parallel_corpus_ids": [pc.id for pc in catalog if pc.kind == PARALLEL_CORPUS],
             "engine_corpus_ids": [pc.id for pc in catalog if pc.kind == ENGINE_CORPUS],
         }
+        ignored = [
+            *build_corpora.ignored_filters("trainOn", train_on, engine_corpus_ids=known["engine_corpus_ids"]),
+            *build_corpora.ignored_filters(
+                "pretranslate", pretranslate, engine_corpus_ids=known["engine_corpus_ids"]
+            ),
+        ]
         train_on = build_corpora.resolve("trainOn", train_on, **known)
         pretranslate = build_corpora.resolve("pretranslate", pretranslate, **known)
+        if stored:
+            build_catalog.check_named_corpora(catalog, "trainOn", train_on)
+            build_catalog.check_named_corpora(catalog, "pretranslate", pretranslate)
         segments = (
             await train_segments.training_pairs(s, engine_id)
             if train_on != []
@@ -76,12 +86,18 @@ async def plan_build(
         )
     corpora = build_catalog.chosen_corpora(catalog, train_on, pretranslate)
     store = ContentsReader(services, services.store)
+    # The default executor: the reader's store reads go to the store's own threads (ContentsReader).
     plan = await asyncio.to_thread(build_segments.plan_segments, store, corpora, engine, segments.pairs)
     plan = replace(
-        plan, train_on=train_on, pretranslate=pretranslate, train_segments_through=segments.through
+        plan,
+        train_on=train_on,
+        pretranslate=pretranslate,
+        train_segments_through=segments.through,
+        warnings=[*plan.warnings, *(note["message"] for note in ignored)],
+        diagnostics=[*plan.diagnostics, *ignored],
     )
     if EngineType(engine.type).is_word_alignment:
-        plan = await plan_word_align(store, plan, catalog, word_align_on)
+        plan = await plan_word_align(store, plan, catalog, word_align_on, check_corpora=stored)
     return plan
 
 
@@ -90,14 +106,19 @@ async def plan_word_align(
     plan: ExportPlan,
     catalog: list[ParallelSource],
     word_align_on: list[WordAlignEntry] | None,
+    *,
+    check_corpora: bool = False,
 ) -> ExportPlan:
     """`plan` with the sentence pairs to align: those of the `word_align_on` entries (None: every
     parallel corpus of `catalog`, as Serval does; empty: none). The plan keeps `word_align_on` as
-    resolved, None staying None as an omitted `trainOn` does."""
+    resolved, None staying None as an omitted `trainOn` does. `check_corpora` (the stored catalog):
+    refuse entries naming a parallel corpus with no corpora, as Serval does."""
     known = [pc.id for pc in catalog if pc.kind == PARALLEL_CORPUS]
     resolved = build_corpora.resolve(
         "wordAlignOn", word_align_on, parallel_corpus_ids=known, engine_corpus_ids=()
     )
+    if check_corpora:
+        build_catalog.check_named_corpora(catalog, "wordAlignOn", resolved)
     entries = [WordAlignEntry(parallel_corpus_id=pc_id) for pc_id in known] if resolved is None else resolved
     rows, chosen = await asyncio.to_thread(build_segments.word_align_rows, store, catalog, entries)
     return replace(
@@ -114,17 +135,17 @@ async def write_build_files(services: Services, build_id: str, plan: ExportPlan)
     if plan.train:
         source = "".join(f"{src}\n" for src, _ in plan.pairs).encode()
         target = "".join(f"{trg}\n" for _, trg in plan.pairs).encode()
-        await asyncio.to_thread(store.write_bytes, f"{prefix}/train.src.txt", source)
-        await asyncio.to_thread(store.write_bytes, f"{prefix}/train.trg.txt", target)
+        await services.store_call(store.write_bytes, f"{prefix}/train.src.txt", source)
+        await services.store_call(store.write_bytes, f"{prefix}/train.trg.txt", target)
     if plan.pretranslate_rows:
         rows = json.dumps(plan.pretranslate_rows, ensure_ascii=False).encode()
-        await asyncio.to_thread(store.write_bytes, f"{prefix}/pretranslate.src.json", rows)
+        await services.store_call(store.write_bytes, f"{prefix}/pretranslate.src.json", rows)
     if plan.target_texts:
         texts = json.dumps(plan.target_texts, ensure_ascii=False).encode()
-        await asyncio.to_thread(store.write_bytes, f"{prefix}/target-texts.json", texts)
+        await services.store_call(store.write_bytes, f"{prefix}/target-texts.json", texts)
     if plan.word_align_rows is not None:
         pairs = json.dumps(plan.word_align_rows, ensure_ascii=False).encode()
-        await asyncio.to_thread(store.write_bytes, f"{prefix}/{WORD_ALIGN_INPUT}", pairs)
+        await services.store_call(store.write_bytes, f"{prefix}/{WORD_ALIGN_INPUT}", pairs)
     log.info(
         "build files written",
         extra={

@@ -6,7 +6,9 @@ Codes Serval defines keep its numbers, category, severity and message (`BuildDia
 `CONFIG-0003` (few segments to train on), `MODEL-0001`/`MODEL-0002` (a language the base model does
 not know), `MODEL-0003` (a book's pretranslations unusually unsure), `MODEL-0004` (unknown languages
 and nothing to train on). This service's own start at 1001 in their category: the export's warnings
-(`CONFIG-1001`, `CONFIG-1002`), a build job's warnings (`JOB-1001`) and a fault (`BUILD-1001`).
+(`CONFIG-1001`, `CONFIG-1002`), what the build accepted but ignores, as Serval does (`CONFIG-1003`:
+build options the engine type does not take, an engine corpus's side filters), a build job's
+warnings (`JOB-1001`) and a fault (`BUILD-1001`).
 Every text of the older `warnings` list is also a diagnostic's message.
 """
 
@@ -15,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import Any
+
+from serval_api.service import limits
 
 MAX_DIAGNOSTICS = 1000
 """Serval's `BuildJobOptions.MaxDiagnostics`."""
@@ -94,6 +98,29 @@ def corpus_language(message: str, *, corpus_ref: str, side: str, corpus_id: str,
 def nothing_to_train(message: str) -> Diagnostic:
     """Training asked for, but the corpora hold no parallel segments (the export's warning)."""
     return diagnostic("CONFIG-1002", Severity.WARN, message)
+
+
+MAX_NAMED_IGNORED = 10
+"""Ignored option keys a message names at most (the diagnostic's data lists up to 100)."""
+
+
+def ignored_options(engine_type: str, keys: Sequence[str]) -> Diagnostic:
+    """Build options `engine_type` does not take: the build keeps them and passes them on, as
+    Serval accepts any JSON object, but nothing reads them; listed so that a misspelt option shows."""
+    named = ", ".join(limits.shown(key) for key in keys[:MAX_NAMED_IGNORED])
+    more = f" and {len(keys) - MAX_NAMED_IGNORED} more" if len(keys) > MAX_NAMED_IGNORED else ""
+    return diagnostic(
+        "CONFIG-1003",
+        Severity.WARN,
+        f"build options {named}{more} are not options of {engine_type} engines and were ignored; "
+        "check their spelling against the engine type's build options",
+        {"engineType": engine_type, "ignoredOptions": [key[:200] for key in keys[:100]]},
+    )
+
+
+def ignored_filters(message: str, *, field: str, corpus_id: str) -> Diagnostic:
+    """An engine corpus named with `sourceFilters` / `targetFilters`, which Serval ignores there."""
+    return diagnostic("CONFIG-1003", Severity.WARN, message, {"field": field, "corpusId": corpus_id})
 
 
 def job_warning(message: str) -> Diagnostic:

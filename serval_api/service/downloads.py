@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.errors import NotFound, NotSupported, PermissionDenied
+from serval_api.errors import NotFound, PermissionDenied
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine
 from serval_common.families import family
@@ -33,6 +33,9 @@ from serval_common.settings import Settings
 from serval_common.store import ModelStore, StoreError, store_from_settings
 
 DOWNLOAD_PATH = "/api/v1/model-downloads"
+ECHO_MODEL_URL = "https://example.com/model"
+"""What Serval's echo engine service answers for its model's URL: a placeholder at a domain reserved
+for examples (RFC 2606), since an echo engine has no model."""
 CHUNK = 1 << 20
 _PROCESS_SECRET = secrets.token_bytes(32)
 
@@ -53,17 +56,18 @@ class DownloadGrant:
 async def model_download_url(
     services: Services, caller: Caller, engine_id: str, *, ttl_s: float | None = None
 ) -> DownloadUrl:
-    """405 for an engine type without a model to download (echo), 404 while the engine has none yet."""
+    """404 while the engine has no model yet. An engine type that keeps no model (echo) answers, as
+    Serval's echo engine does, a placeholder: `ECHO_MODEL_URL`, which is no model download."""
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id)
         revision = engine.model_revision
         engine_type = engine.type
-    if family(engine_type).served_here:
-        raise NotSupported(f"engine {engine_id} is an {engine_type} engine: it has no model to download")
     if revision <= 0:
         raise NotFound(f"engine {engine_id} has no model yet: build it first")
     expires = math.ceil(time.time() + (services.settings.api.download_url_ttl_s if ttl_s is None else ttl_s))
+    if family(engine_type).served_here:
+        return DownloadUrl(ECHO_MODEL_URL, revision, datetime.fromtimestamp(expires, UTC))
     token = sign({"engineId": engine_id, "revision": revision, "exp": expires}, _secret(services.settings))
     return DownloadUrl(
         url=f"{services.settings.api_base_url}{DOWNLOAD_PATH}/{token}",

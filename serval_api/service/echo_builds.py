@@ -10,7 +10,6 @@ A build canceled or deleted meanwhile stops it at its next step.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -60,9 +59,9 @@ async def _export(services: Services, build_id: str, name: str) -> list[dict[str
     """One of the build's exported JSON files; absent (nothing to pretranslate) reads as no rows."""
     store = services.store
     key = f"builds/{build_id}/{name}"
-    if not await asyncio.to_thread(store.exists, key):
+    if not await services.store_call(store.exists, key):
         return []
-    rows: list[dict[str, Any]] = json.loads(await asyncio.to_thread(store.read_bytes, key))
+    rows: list[dict[str, Any]] = json.loads(await services.store_call(store.read_bytes, key))
     return rows
 
 

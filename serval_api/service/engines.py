@@ -15,6 +15,7 @@ from serval_api.service import limits
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
 from serval_api.service.keys import new_id
+from serval_api.service.owners import check_owner
 from serval_common import families
 from serval_common.families import Kind
 from serval_common.languages import LanguageInfo, resolve_language
@@ -109,9 +110,10 @@ async def owned_engine(
     lock: bool = False,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
 ) -> Engine:
-    """Another owner's engine answers 404, so ids don't leak. `lock` holds the engine's row until the
-    transaction ends; whatever changes an engine or its builds locks the engine first. `types` is
-    the API's kind: a word-alignment engine is not found under `/translation/engines`, and the reverse."""
+    """The caller's engine (`visible_engine`: 404 when missing, 403 when another owner's). `lock`
+    holds the engine's row until the transaction ends; whatever changes an engine or its builds
+    locks the engine first. `types` is the API's kind: a word-alignment engine is not found under
+    `/translation/engines`, and the reverse."""
     if not limits.can_be_id(engine_id):
         raise NotFound(f"engine {limits.shown(engine_id)} not found")
     return visible_engine(
@@ -122,11 +124,13 @@ async def owned_engine(
 def visible_engine(
     engine: Engine | None, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
 ) -> Engine:
-    """`engine` when the caller owns it and it is of `types`; anything else answers 404, so ids
-    don't leak."""
-    if engine is None or engine.owner != caller.owner or engine.type not in types:
-        raise NotFound(f"engine {limits.shown(engine_id)} not found")
-    return engine
+    """`engine` when the caller owns it and it is of `types`. Missing (or of the other API's kind)
+    answers 404; another owner's 403, as Serval's `CheckOwnerAsync` does: ids are random, so the
+    answer tells a stranger nothing it can use. Everything under an engine (builds, corpora,
+    pretranslations, translate…) is reached through this check."""
+    if engine is not None and engine.type not in types:
+        engine = None
+    return check_owner(engine, caller, "engine", engine_id)
 
 
 async def get_engine(
@@ -214,7 +218,7 @@ async def _release(services: Services, engine_id: str, build_ids: list[str], run
     prefixes = [engine_models_prefix(engine_id), *(f"builds/{build_id}" for build_id in build_ids)]
     try:
         for prefix in prefixes:
-            await asyncio.to_thread(store.delete_prefix, prefix)
+            await services.store_call(store.delete_prefix, prefix)
     except Exception:
         log.exception(
             "could not delete the deleted engine's store objects", extra={**extra, "prefixes": prefixes}

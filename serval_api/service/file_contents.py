@@ -72,11 +72,11 @@ async def delete_chunks(s: AsyncSession, file_id: str) -> None:
     await s.execute(delete(DataFileChunk).where(DataFileChunk.file_id == file_id))
 
 
-async def remove_from_store(store: ModelStore, file_id: str) -> None:
+async def remove_from_store(services: Services, file_id: str) -> None:
     """Remove a file's old contents from the model store; a store that fails is only logged,
     since the file needs nothing there any more: the store sweep removes them later."""
     try:
-        await asyncio.to_thread(store.delete_prefix, _legacy_prefix(file_id))
+        await services.store_call(services.store.delete_prefix, _legacy_prefix(file_id))
     except Exception:
         log.warning("old file contents left in the model store for the sweep", extra={"file_id": file_id})
 
@@ -95,14 +95,14 @@ async def stream(
     client holds no transaction open."""
     if first is None:
         chunks = store.iter_bytes(contents_key(file.id), CHUNK_BYTES)
-        head = await asyncio.to_thread(next, chunks, b"")
-        return _from_store(head, chunks)
+        head = await services.store_call(next, chunks, b"")
+        return _from_store(services, head, chunks)
     return _from_database(services, file, first)
 
 
-async def _from_store(head: bytes, chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+async def _from_store(services: Services, head: bytes, chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     yield head
-    while chunk := await asyncio.to_thread(next, chunks, b""):
+    while chunk := await services.store_call(next, chunks, b""):
         yield chunk
 
 
@@ -129,7 +129,7 @@ async def copy_to(services: Services, store: ModelStore, file_id: str, target: P
             with target.open("wb") as f:
                 await _write_chunks(s, file_id, first, f)
             return
-    await asyncio.to_thread(store.download_file, contents_key(file_id), target)
+    await services.store_call(store.download_file, contents_key(file_id), target)
 
 
 async def _write_chunks(s: AsyncSession, file_id: str, first: bytes, f: BinaryIO) -> None:
@@ -157,7 +157,9 @@ class Downloads(Protocol):
 class ContentsReader:
     """`Downloads` for a worker thread: a data file's location (`contents_key`) is copied from the
     database on the event loop that made this reader (which awaits the thread meanwhile); any
-    other key is read from the model store."""
+    other key is read from the model store, on the store's own threads (`Services.store_call`).
+    So the reading thread, which may run long (the build export, USFM), never runs on those
+    threads itself and never waits on one of them from one of them."""
 
     def __init__(self, services: Services, store: ModelStore) -> None:
         self._services, self._store = services, store
@@ -166,7 +168,7 @@ class ContentsReader:
     def download_file(self, key: str, target: Path) -> None:
         match = _LOCATION.match(key)
         if match is None:
-            self._store.download_file(key, target)
-            return
-        copy = copy_to(self._services, self._store, match.group(1), target)
+            copy = self._services.store_call(self._store.download_file, key, target)
+        else:
+            copy = copy_to(self._services, self._store, match.group(1), target)
         asyncio.run_coroutine_threadsafe(copy, self._loop).result()

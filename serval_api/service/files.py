@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_FILES, DELETE_FILES, READ_FILES, UPDATE_FILES, Caller
 from serval_api.db.models import DataFile, utcnow
-from serval_api.errors import InvalidArgument, NotFound, PayloadTooLarge
-from serval_api.service import file_contents, limits
+from serval_api.errors import InvalidArgument
+from serval_api.service import file_contents, limits, owners
 from serval_api.service.context import Services
 from serval_api.service.file_references import remove_file_everywhere
 from serval_api.service.keys import new_id
@@ -50,10 +50,17 @@ def default_text_id(file: DataFile) -> str:
     return PurePosixPath(file.name).stem if file.name else file.id
 
 
+def too_large(limit: int) -> InvalidArgument:
+    """An upload over `api.max_upload_bytes`: 400, as Serval answers it. Serval's `[RequestSizeLimit]`
+    makes Kestrel refuse the body, but its controllers read the form in model binding, which turns
+    that refusal into a 400 (its `POST /files` documents 400 "Is the file over 100 MB?"), not 413."""
+    return InvalidArgument(f"file: the upload is larger than the limit of {limit} bytes; send a smaller file")
+
+
 def check_size(settings: Settings, size: int) -> None:
     limit = settings.api.max_upload_bytes
     if size > limit:
-        raise PayloadTooLarge(f"file: the upload is larger than the limit of {limit} bytes")
+        raise too_large(limit)
 
 
 def validate_contents(path: Path, fmt: FileFormat) -> None:
@@ -77,13 +84,12 @@ def validate_contents(path: Path, fmt: FileFormat) -> None:
 
 
 async def owned_file(s: AsyncSession, caller: Caller, file_id: str, *, lock: bool = False) -> DataFile:
-    """Another owner's file answers 404, so ids don't leak. `lock` holds the row for an update."""
+    """The caller's file: 404 when missing, 403 when another owner's (`owners.check_owner`).
+    `lock` holds the row for an update."""
     if not limits.can_be_id(file_id):
-        raise NotFound(f"file {limits.shown(file_id)} not found")
+        raise owners.not_found("file", file_id)
     file = await s.get(DataFile, file_id, with_for_update=True if lock else None)
-    if file is None or file.owner != caller.owner:
-        raise NotFound(f"file {file_id} not found")
-    return file
+    return owners.check_owner(file, caller, "file", file_id)
 
 
 async def _checked_size(services: Services, contents: Path, fmt: FileFormat) -> int:
@@ -158,7 +164,7 @@ async def replace_contents(services: Services, caller: Caller, file_id: str, *, 
         file.size = size
         file.revision += 1
     if was_in_store:
-        await asyncio.shield(file_contents.remove_from_store(services.store, file_id))
+        await asyncio.shield(file_contents.remove_from_store(services, file_id))
     log.info("file contents replaced", extra={"file_id": file.id, "revision": file.revision})
     return file
 
@@ -177,5 +183,5 @@ async def delete_file(services: Services, caller: Caller, file_id: str) -> None:
         await file_contents.delete_chunks(s, file_id)
         await s.delete(file)
     if was_in_store:
-        await asyncio.shield(file_contents.remove_from_store(services.store, file_id))
+        await asyncio.shield(file_contents.remove_from_store(services, file_id))
     log.info("file deleted", extra={"file_id": file_id})

@@ -1,15 +1,23 @@
 """A build's `options` as clients send them: a JSON object, or (as SIL's helpers send it, and
 Serval's `StartBuild` parses `options.ToString()`) a string that holds one. gRPC's `StartBuild`
-always carries the string form. Both transports read it through `options_object`."""
+always carries the string form. Both transports read it through `options_object`. Anything else
+is refused with Serval's words (`StartBuild.cs` `MapOptions`: "Unable to parse field 'options'"),
+which its clients look for, and what to send instead."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+UNPARSABLE = "Unable to parse field 'options'"
+"""How Serval's `StartBuild` begins the message of options that are no JSON object."""
+
 
 class OptionsNotAnObject(ValueError):
     """The options are neither a JSON object nor a string holding one; the text says what to send."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{UNPARSABLE}: {problem}")
 
 
 def options_object(value: object) -> dict[str, Any] | None:

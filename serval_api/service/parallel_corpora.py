@@ -24,23 +24,22 @@ log = logging.getLogger(__name__)
 
 
 async def _check_corpora(
-    services: Services,
-    s: AsyncSession,
-    caller: Caller,
-    field_name: str,
-    ids: list[str],
-    *,
-    required: bool = True,
+    services: Services, s: AsyncSession, caller: Caller, field_name: str, ids: list[str]
 ) -> list[str]:
-    """`required`: the source side needs a corpus; the target side may be empty, as in Serval,
-    which is how a client names books to draft that have no translation yet."""
-    if required and not ids:
-        raise InvalidArgument(f"{field_name}: at least one corpus is required")
+    """Either side may be empty, as in Serval (`AddParallelCorpus.cs`): no target corpora is how a
+    client names books to draft that have no translation yet, and a build or a USFM download that
+    uses a parallel corpus without the corpora it needs is refused then. Each corpus named must be
+    one of the caller's and have files (Serval: "does not have any files associated with it")."""
     limits.items(field_name, ids, services.settings.api.max_list_items)
     for i, corpus_id in enumerate(ids):
         corpus = await s.get(Corpus, corpus_id) if limits.can_be_id(corpus_id) else None
         if corpus is None or corpus.owner != caller.owner:
             raise InvalidArgument(f"{field_name}[{i}]: no corpus {limits.shown(corpus_id)}")
+        if not corpus.files:
+            raise InvalidArgument(
+                f"{field_name}[{i}]: the corpus {corpus.id} does not have any files associated with it; "
+                "add files to it first"
+            )
     return list(ids)
 
 
@@ -78,9 +77,7 @@ async def create_parallel_corpus(
             owner=caller.owner,
             name=name,
             source_corpus_ids=await _check_corpora(services, s, caller, "sourceCorpusIds", source_corpus_ids),
-            target_corpus_ids=await _check_corpora(
-                services, s, caller, "targetCorpusIds", target_corpus_ids, required=False
-            ),
+            target_corpus_ids=await _check_corpora(services, s, caller, "targetCorpusIds", target_corpus_ids),
             date_created=utcnow(),
         )
         s.add(pc)
@@ -139,7 +136,7 @@ async def update_parallel_corpus(
             )
         if target_corpus_ids is not None:
             pc.target_corpus_ids = await _check_corpora(
-                services, s, caller, "targetCorpusIds", target_corpus_ids, required=False
+                services, s, caller, "targetCorpusIds", target_corpus_ids
             )
         if name is not None:
             pc.name = name

@@ -108,6 +108,11 @@ async def usfm(
             s, caller, engine_id, corpus_id, engine_corpus=engine_corpus
         )
         pretranslations.require_built(engine)
+        if not projects.has_source_corpus:
+            raise InvalidArgument(
+                f"the parallel corpus {projects.corpus_id} has no source corpora; give it a source "
+                "corpus (PATCH its sourceCorpusIds) to draft USFM from"
+            )
         if not projects.source and not projects.target:
             raise InvalidArgument(
                 f"corpus {projects.corpus_id}: neither side is a Paratext project; USFM is served only "
@@ -129,6 +134,7 @@ async def usfm(
         draft = replace(draft, convention=None)
     store = ContentsReader(services, services.store)
     try:
+        # The default executor: its store reads go to the store's own threads (ContentsReader).
         book = await asyncio.to_thread(_book_usfm, store, projects, text_id, rows, options, draft)
     except _ProjectFailure as failure:
         ids = {"engine_id": engine_id, "corpus_id": projects.corpus_id, "text_id": text_id}

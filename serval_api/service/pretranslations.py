@@ -85,6 +85,8 @@ class CorpusProjects:
     source: list[str]
     target: list[str]
     first_source: str | None = None
+    has_source_corpus: bool = True
+    """False for a parallel corpus with no source corpora (which Serval accepts when created)."""
 
 
 async def insert(services: Services, token: str | None, rows: AsyncIterable[PretranslationRow]) -> int:
@@ -276,6 +278,7 @@ async def corpus_projects(
         await _paratext_keys(s, caller, source_ids),
         await _paratext_keys(s, caller, await _corpus_file_ids(s, pc.target_corpus_ids)),
         await _first_paratext_key(s, caller, source_ids),
+        has_source_corpus=bool(pc.source_corpus_ids),
     )
 
 

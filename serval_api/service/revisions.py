@@ -9,7 +9,6 @@ Canceled, and again when its job exits, which catches what a job wrote after it 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from serval_api.db.models import Build, BuildState, Engine
@@ -32,7 +31,7 @@ async def discard(services: Services, engine_id: str, revision: int, build_id: s
     logged, not raised: the folder's revision is never given again nor served."""
     extra = {"engine_id": engine_id, "build_id": build_id, "revision": revision}
     try:
-        removed = await asyncio.to_thread(
+        removed = await services.store_call(
             remove_revision, services.store, engine_id, revision, build_id=build_id
         )
     except ForeignRevision as e:

@@ -14,12 +14,12 @@ from sqlalchemy import text
 from serval_api.auth import READ_ENGINES, Caller
 from serval_api.db.models import EngineType
 from serval_api.db.nodes import count_connected_nodes
-from serval_api.errors import InvalidArgument
+from serval_api.errors import InvalidArgument, NotFound, NotSupported
+from serval_api.service import limits
 from serval_api.service.context import Services
-from serval_api.service.engines import TRANSLATION_TYPES, language, parse_engine_type
-from serval_common.languages import LanguageInfo
+from serval_api.service.engines import TRANSLATION_TYPES, parse_engine_type
+from serval_common.languages import LanguageInfo, nllb_language_info
 from serval_common.redact import redact, secret_values
-from serval_common.store import store_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +121,13 @@ async def _database(services: Services) -> _Outcome:
 
 
 async def _model_store(services: Services) -> _Outcome:
-    def probe() -> None:
-        store_from_settings(services.settings).exists(STORE_PROBE_KEY)
+    """One store call for however many probes ask (`Services.store_health`), on the store's own
+    threads: a store that never answers holds one of those, never the default executor."""
 
-    await asyncio.to_thread(probe)
+    async def probe() -> None:
+        await services.store_call(services.store.exists, STORE_PROBE_KEY)
+
+    await services.store_health(probe)
     return _Outcome(HealthStatus.HEALTHY)
 
 
@@ -152,11 +155,25 @@ def describe_exception(error: BaseException, known: Iterable[str] = ()) -> str:
 
 
 def language_info(caller: Caller, engine_type: str, tag: str) -> tuple[str, LanguageInfo]:
+    """What Serval's engines answer (`GetLanguageInfo.cs`, each engine service's
+    `GetLanguageInfoAsync`): `nmt` the NLLB-200 code the tag resolves to and whether NLLB-200 knows
+    it (a tag it does not know is not native, not refused: `nllb_language_info`), `smt-transfer` the
+    tag as sent and `echo` the tag plus `_echo`, both native. What is not a translation engine type
+    is 404, as in Serval. What no language tag can be is 400 for every type (Serval's smt-transfer
+    and echo engines take any text)."""
     caller.require(READ_ENGINES)
-    kind = parse_engine_type(engine_type)
-    if not tag:
-        raise InvalidArgument("language: an empty tag")
-    return kind.value, language("language", tag)
+    try:
+        kind = parse_engine_type(engine_type)
+    except (InvalidArgument, NotSupported) as e:
+        raise NotFound(str(e)) from None
+    limits.text("language", tag, limits.LANGUAGE_TAG_CHARS)
+    try:
+        info = nllb_language_info(tag)
+    except ValueError as e:
+        raise InvalidArgument(f"language: {e}") from None
+    if kind is EngineType.NMT:
+        return kind.value, info
+    return kind.value, LanguageInfo(tag=tag, code=f"{tag}_echo" if kind.is_echo else tag, is_native=True)
 
 
 def queue_size(

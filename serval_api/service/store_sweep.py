@@ -42,7 +42,6 @@ from serval_api.service import revisions
 from serval_api.service.context import Services
 from serval_common.manifest import ForeignRevision, remove_revision
 from serval_common.model_revision import MODELS, TRAINING_CHECKPOINT, ModelRevision
-from serval_common.store import ModelStore
 
 Removed = Callable[[str], None]
 """Told what the sweep removed: `revision` (a superseded revision) or `checkpoint` (its `hf/`)."""
@@ -56,9 +55,9 @@ async def sweep_store(services: Services, *, removed_listener: Removed | None = 
     """Remove what belongs to no build or data file, and superseded revisions past their grace;
     returns how many such folders it found."""
     store = services.store
-    model_keys = await asyncio.to_thread(store.list_keys, MODELS)
-    build_keys = await asyncio.to_thread(store.list_keys, "builds")
-    file_ids = {key.split("/")[1] for key in await asyncio.to_thread(store.list_keys, "files")}
+    model_keys = await services.store_call(store.list_keys, MODELS)
+    build_keys = await services.store_call(store.list_keys, "builds")
+    file_ids = {key.split("/")[1] for key in await services.store_call(store.list_keys, "files")}
     held = _held_by_nodes(services)
     async with services.db.session() as s:
         rows = (
@@ -85,24 +84,22 @@ async def sweep_store(services: Services, *, removed_listener: Removed | None = 
             await revisions.discard(services, engine_id, int(revision), build_id)
         else:
             await _remove(
-                store, f"{MODELS}/{engine_id}/{revision}", {"engine_id": engine_id, "revision": revision}
+                services, f"{MODELS}/{engine_id}/{revision}", {"engine_id": engine_id, "revision": revision}
             )
         removed += 1
     for build_id in sorted({key.split("/")[1] for key in build_keys if key.count("/") >= 2}):
         if build_id not in builds:
-            await _remove(store, f"builds/{build_id}", {"build_id": build_id})
+            await _remove(services, f"builds/{build_id}", {"build_id": build_id})
             removed += 1
     for file_id in sorted(file_ids - files_in_store):
-        await _remove(store, f"files/{file_id}", {"file_id": file_id})
+        await _remove(services, f"files/{file_id}", {"file_id": file_id})
         removed += 1
     completed = [
         _Completed(engine_id, revision, build_id, _utc(finished))
         for build_id, engine_id, state, revision, finished in rows
         if state == BuildState.COMPLETED.value
     ]
-    removed += await _retire_superseded(
-        services, store, model_keys, completed, current, held, removed_listener
-    )
+    removed += await _retire_superseded(services, model_keys, completed, current, held, removed_listener)
     if removed:
         log.info("store sweep removed folders nothing owns", extra={"folders": removed})
     return removed
@@ -118,7 +115,6 @@ class _Completed:
 
 async def _retire_superseded(
     services: Services,
-    store: ModelStore,
     model_keys: list[str],
     completed: list[_Completed],
     current: dict[str, int],
@@ -160,22 +156,22 @@ async def _retire_superseded(
             if build.revision in previous or location in held:
                 if present[location]:
                     prefix = f"{location}/{TRAINING_CHECKPOINT}"
-                    if await _remove(store, prefix, {**extra, "why": "superseded checkpoint"}):
+                    if await _remove(services, prefix, {**extra, "why": "superseded checkpoint"}):
                         removed += 1
                         if removed_listener is not None:
                             removed_listener("checkpoint")
                 continue
-            if await _remove_revision(store, build, extra):
+            if await _remove_revision(services, build, extra):
                 removed += 1
                 if removed_listener is not None:
                     removed_listener("revision")
     return removed
 
 
-async def _remove_revision(store: ModelStore, build: _Completed, extra: dict[str, object]) -> bool:
+async def _remove_revision(services: Services, build: _Completed, extra: dict[str, object]) -> bool:
     try:
-        objects = await asyncio.to_thread(
-            remove_revision, store, build.engine_id, build.revision, build_id=build.build_id
+        objects = await services.store_call(
+            remove_revision, services.store, build.engine_id, build.revision, build_id=build.build_id
         )
     except ForeignRevision as e:
         log.warning("superseded revision folder left alone", extra={**extra, "reason": str(e)})
@@ -215,9 +211,9 @@ async def _files_in_store(s: AsyncSession, file_ids: set[str]) -> set[str]:
     return found
 
 
-async def _remove(store: ModelStore, prefix: str, extra: dict[str, object]) -> bool:
+async def _remove(services: Services, prefix: str, extra: dict[str, object]) -> bool:
     try:
-        await asyncio.to_thread(store.delete_prefix, prefix)
+        await services.store_call(services.store.delete_prefix, prefix)
     except Exception:
         log.exception("store sweep could not remove a folder", extra={**extra, "prefix": prefix})
         return False

@@ -258,7 +258,7 @@ async def _base_model(services: Services, name: str) -> _BaseModelRecord:
         return cached
     revision = ModelRevision.of_base_model(name)
     try:
-        resolved = await asyncio.to_thread(resolve_revision, services.store, revision.checked_location())
+        resolved = await services.store_call(resolve_revision, services.store, revision.checked_location())
     except ManifestError as exc:
         log.warning("the public base model is not published", extra={"base_model": name, "error": str(exc)})
         raise InvalidArgument(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from serval_common.settings import Settings
@@ -10,7 +11,7 @@ from serval_common.store.base import ModelStore, StoreError
 from serval_common.store.local import LocalStore
 
 
-def open_store(url: str, **s3_options: str | None) -> ModelStore:
+def open_store(url: str, **s3_options: Any) -> ModelStore:
     """Open `file:///path` (or a bare path) as a local store, `s3://bucket/prefix` as S3."""
     parsed = urlparse(url)
     if parsed.scheme in ("", "file"):
@@ -30,4 +31,7 @@ def store_from_settings(settings: Settings, url: str | None = None) -> ModelStor
         region=settings.store.s3_region,
         access_key_id=settings.store.s3_access_key_id,
         secret_access_key=settings.store.s3_secret_access_key,
+        connect_timeout_s=settings.store.s3_connect_timeout_s,
+        read_timeout_s=settings.store.s3_read_timeout_s,
+        max_attempts=settings.store.s3_max_attempts,
     )

@@ -7,10 +7,12 @@ from typing import Any
 import boto3
 from boto3.exceptions import S3TransferFailedError
 from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, IncompleteReadError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from s3transfer.exceptions import RetriesExceededError
 
+from serval_common.settings import S3_CONNECT_TIMEOUT_S, S3_MAX_ATTEMPTS, S3_READ_TIMEOUT_S
 from serval_common.store.base import (
     ModelStore,
     ObjectMissing,
@@ -36,7 +38,13 @@ class S3Store(ModelStore):
         region: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
+        connect_timeout_s: float = S3_CONNECT_TIMEOUT_S,
+        read_timeout_s: float = S3_READ_TIMEOUT_S,
+        max_attempts: int = S3_MAX_ATTEMPTS,
     ) -> None:
+        """`connect_timeout_s`, `read_timeout_s` and `max_attempts` (the first included) bound each
+        call: botocore's own defaults (60 s each, 5 legacy attempts) let an endpoint that accepts
+        connections and never answers hold a call for minutes."""
         if not bucket:
             raise StoreError("an S3 model store URL needs a bucket: s3://bucket/prefix")
         self.bucket = bucket
@@ -50,6 +58,11 @@ class S3Store(ModelStore):
             region_name=region,
             aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key,
+            config=Config(
+                connect_timeout=connect_timeout_s,
+                read_timeout=read_timeout_s,
+                retries={"total_max_attempts": max_attempts, "mode": "standard"},
+            ),
         )
 
     def _key(self, key: str) -> str:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.app import ApiService
-from serval_api.auth import ALL_ENGINE_SCOPES
+from serval_api.auth import ALL_ENGINE_SCOPES, READ_STATUS
 from serval_api.builds.launcher import JobLauncher, JobSpec
 from serval_api.service.keys import create_api_key
 from serval_common.settings import ApiSettings, Settings
@@ -70,7 +70,10 @@ class RunningApi:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=RUN_TIMEOUT_S)
 
-    def api_key(self, owner: str = "owner-a", scopes: tuple[str, ...] = ALL_ENGINE_SCOPES) -> str:
+    def api_key(
+        self, owner: str = "owner-a", scopes: tuple[str, ...] = (*ALL_ENGINE_SCOPES, READ_STATUS)
+    ) -> str:
+        """A key (by default with `read:status`, which `RestClient.wait_for_node` reads health with)."""
         assert self.service.services is not None
         _, plaintext = self.run(create_api_key(self.service.services.db, owner, scopes))
         return plaintext

@@ -1,6 +1,8 @@
 """Rows of the access matrix (tests/api/test_access_matrix.py) and the world they run against.
 
-A REST row is one line: `Rest(method, route path, scope, ok statuses, json=…)`. Path parameters
+A REST row is one line: `Rest(method, route path, scope, ok statuses, json=…)`; `scope` is the one
+scope that grants the call, or a tuple of scopes each of which does (Serval's first, then this
+service's older one, e.g. `(READ_FILES, READ_CORPORA)` on `/corpora`). Path parameters
 are filled from `World` by name (`{engine_id}`, `{build_id}`, `{file_id}`, `{corpus_id}`, `{pc_id}`,
 `{engine_corpus_id}`, …); a row whose path names one of `OWNED_PARAMS` is also checked with
 another owner's key.
@@ -50,7 +52,7 @@ def _params(path: str) -> list[str]:
 class Rest:
     method: str
     path: str
-    scope: str | None
+    scope: str | tuple[str, ...] | None
     ok: int | tuple[int, ...]
     json: Body = None
     files: Body = None
@@ -63,6 +65,13 @@ class Rest:
     @property
     def key(self) -> tuple[str, str]:
         return self.method, self.path
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        """Every scope that grants the call on its own; none for a call any credential may make."""
+        if self.scope is None:
+            return ()
+        return self.scope if isinstance(self.scope, tuple) else (self.scope,)
 
     @property
     def owned(self) -> bool:
@@ -88,10 +97,17 @@ class Rest:
 class Grpc:
     method: str
     """`/package.Service/Method`."""
-    scope: str | None
+    scope: str | tuple[str, ...] | None
+    """As `Rest.scope`."""
     request: Callable[[World], Message]
     ok: tuple[grpc.StatusCode, ...] = (grpc.StatusCode.OK,)
     owned: bool = True
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        if self.scope is None:
+            return ()
+        return self.scope if isinstance(self.scope, tuple) else (self.scope,)
 
 
 class World:

@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
-from serval_api.auth import ADMIN, READ_ENGINES, Caller
+from serval_api.auth import ADMIN, CREATE_ENGINES, READ_ENGINES, READ_STATUS, Caller
 from serval_api.service import admin
 from serval_api.service.keys import (
     authenticate_api_key,
@@ -88,8 +88,15 @@ def test_node_tokens(api: RunningApi) -> None:
     assert not api.run(verify_node_token(db, token))
 
 
-def test_health_is_authenticated_and_degraded_without_nodes(client: httpx.Client) -> None:
-    health = client.get("/status/health")
+def test_health_needs_read_status_and_is_degraded_without_nodes(api: RunningApi) -> None:
+    """Serval's `StatusTests.GetHealthAsync`: `read:status` 200, no credentials 401 (above),
+    another scope 403; `status/ping` stays open for probes."""
+    with api.client(scopes=(READ_STATUS,)) as client:
+        health = client.get("/status/health")
     assert health.status_code == 200
     assert health.json()["status"] == "Degraded"
     assert health.json()["results"]["nodes"]["data"]["connected"] == "0"
+    with api.client(scopes=(CREATE_ENGINES,)) as other:
+        refused = other.get("/status/health")
+        assert refused.status_code == 403 and "read:status" in refused.json()["message"]
+        assert other.get("/status/ping").status_code == 200

@@ -15,7 +15,7 @@ import pytest
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.auth import ALL_SCOPES, READ_ENGINES, Caller
-from serval_api.errors import NotFound, Timeout
+from serval_api.errors import NotFound, PermissionDenied, Timeout
 from serval_api.service import Services, builds, builds_feed
 from serval_api.service.changes import build_key
 from serval_common.settings import ApiSettings, Settings
@@ -58,7 +58,9 @@ def test_polls_on_unknown_and_foreign_ids_register_nothing(api: RunningApi) -> N
         return await asyncio.gather(*calls, return_exceptions=True)
 
     answers = api.run(polls())
-    assert len(answers) == 3 * POLLS and all(isinstance(a, NotFound) for a in answers)
+    assert len(answers) == 3 * POLLS
+    # Unknown ids: 404; another owner's engine: 403 (Serval's `CheckOwnerAsync`).
+    assert all(isinstance(a, PermissionDenied if i % 3 == 1 else NotFound) for i, a in enumerate(answers))
     assert services.changes.watched_keys() == 0
 
 
@@ -165,7 +167,10 @@ def test_watch_build_on_foreign_ids_and_abandoned_watches_leave_nothing(api: Run
             )
             with pytest.raises(grpc.RpcError) as refused:
                 list(stream)
-            assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+            foreign = engine_id == foreign_engine
+            assert refused.value.code() == (
+                grpc.StatusCode.PERMISSION_DENIED if foreign else grpc.StatusCode.NOT_FOUND
+            )
     assert services.changes.watched_keys() == 0
 
     watches = [

@@ -193,12 +193,16 @@ def test_builds_created_after_are_the_callers_oldest_first(api: RunningApi, clie
 
 @pytest.mark.parametrize("bad", ["yesterday", "2024-13-01 00:00:00Z", "", "0001-01-01T00:00:00+01:00"])
 def test_a_bad_date_answers_400(client: httpx.Client, bad: str) -> None:
-    for path, name in ((FEED, "created-after"), (NEXT, "finished-after")):
-        answer = client.get(path, params={name: bad})
-        assert answer.status_code == 400, (path, answer.text)
-        assert name in answer.json()["message"]
-    missing = client.get(NEXT)
-    assert missing.status_code == 400 and "finished-after" in missing.json()["message"]
+    """`created-after` is a date; `finished-after` is a build id (Serval's) or a date (ours), so only
+    what is shaped like a date and is none answers 400 there (`test_serval_integration.py` has the
+    ids, and what Serval does with an id it does not find)."""
+    answer = client.get(FEED, params={"created-after": bad})
+    assert answer.status_code == 400, answer.text
+    assert "created-after" in answer.json()["message"]
+    if bad[:1].isdigit():
+        answer = client.get(NEXT, params={"finished-after": bad})
+        assert answer.status_code == 400, answer.text
+        assert "finished-after" in answer.json()["message"]
 
 
 # ---- GET translation/builds/next-finished -----------------------------------------------------
@@ -288,10 +292,10 @@ def test_credentials_and_scope_are_checked_before_any_wait(api: RunningApi) -> N
         assert anonymous.get(FEED).status_code == 401
     with api.client(scopes=(UPDATE_ENGINES,)) as unscoped:
         assert unscoped.get(NEXT, params=params).status_code == 403
-        assert unscoped.get(NEXT, params={"finished-after": "garbage"}).status_code == 403
+        assert unscoped.get(NEXT, params={"finished-after": "2024-13-01"}).status_code == 403
         assert unscoped.get(FEED).status_code == 403
     with api.client(scopes=(READ_ENGINES,)) as reader:
-        assert reader.get(NEXT, params={"finished-after": "garbage"}).status_code == 400
+        assert reader.get(NEXT, params={"finished-after": "2024-13-01"}).status_code == 400
         assert reader.get(FEED).status_code == 200
     assert time.monotonic() - since < PARKED_MAX_S / 2, "a refused request waited"
     assert owner_builds_key("owner-a") not in services.changes._events

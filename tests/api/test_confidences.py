@@ -91,7 +91,7 @@ def test_confidences_check_corpus_engine_owner_and_scope(api: RunningApi, owner:
     assert confidences(owner, other_engine, other_pc).status_code == 409
     assert confidences(owner, "no-such-engine", pc_id).status_code == 404
     with api.client("owner-b", ALL_SCOPES) as other:
-        assert confidences(other, engine_id, pc_id).status_code == 404
+        assert confidences(other, engine_id, pc_id).status_code == 403
     with api.client(scopes=(CREATE_ENGINES,)) as unscoped:
         assert confidences(unscoped, engine_id, pc_id).status_code == 403
     word_alignment = owner.post(

@@ -81,7 +81,7 @@ def test_an_accented_name_keeps_its_letters_in_the_fallback(owner: httpx.Client)
 def test_post_contents_is_owned_and_scoped(api: RunningApi, owner: httpx.Client) -> None:
     file = upload(owner, "a.txt", b"a\n")
     with api.client("owner-b", scopes=ALL_SCOPES) as other:
-        assert other.post(f"/files/{file['id']}/contents").status_code == 404
+        assert other.post(f"/files/{file['id']}/contents").status_code == 403
     assert owner.post("/files/nope/contents").status_code == 404
     with api.client(scopes=tuple(s for s in ALL_SCOPES if s != "read:files")) as unscoped:
         assert unscoped.post(f"/files/{file['id']}/contents").status_code == 403

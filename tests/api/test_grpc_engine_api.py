@@ -84,7 +84,10 @@ def test_translate_status_codes(
     assert code_of(translate, "") == grpc.StatusCode.INVALID_ARGUMENT
     assert code_of(translate, "x" * (MAX_SEGMENT_CHARS + 1)) == grpc.StatusCode.INVALID_ARGUMENT
     with api.client(owner="owner-b") as other:
-        assert other.post(f"/translation/engines/{ENGINE_ID}/translate", json="hi").status_code == 404
+        assert other.post(f"/translation/engines/{ENGINE_ID}/translate", json="hi").status_code == 403
+    stranger = (("x-api-key", api.api_key("owner-b")),)
+    theirs = engine_pb2.TranslateRequest(engine_type="Nmt", engine_id=ENGINE_ID, segment="hi")
+    assert code_of(stub.Translate, theirs, metadata=stranger) == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_echo_engine_build_and_translate(

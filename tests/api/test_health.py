@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from google.protobuf import empty_pb2
 
 from serval.health.v1 import health_pb2, health_pb2_grpc
+from serval_api.auth import READ_STATUS
 from serval_api.db import upsert_node
 from serval_api.rest.status import timespan
 from serval_api.service import status
@@ -40,6 +42,13 @@ def assert_report(report: dict[str, Any]) -> None:
         assert all(isinstance(v, str) for v in entry.get("data", {}).values()), name
     worst = min((STATUSES.index(e["status"]) for e in report["results"].values()), default=0)
     assert report["status"] == STATUSES[max(STATUSES.index(report["status"]), worst)]
+
+
+@pytest.fixture
+def client(api: RunningApi) -> Iterator[httpx.Client]:
+    """`status/health` needs `read:status`, as Serval's (test_auth.py checks the refusals)."""
+    with api.client(scopes=(READ_STATUS,)) as c:
+        yield c
 
 
 class BrokenStore:
@@ -93,7 +102,8 @@ def test_health_is_healthy_with_a_node(api: RunningApi, client: httpx.Client) ->
 def test_an_unreachable_store_is_unhealthy_without_leaking_secrets(
     api: RunningApi, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(status, "store_from_settings", lambda settings: BrokenStore())
+    assert api.service.services is not None
+    monkeypatch.setattr(api.service.services, "store", BrokenStore())
     answer = client.get("/status/health")
     assert answer.status_code == 503, answer.text
     report = answer.json()
@@ -113,11 +123,14 @@ def test_an_unreachable_store_is_unhealthy_without_leaking_secrets(
     assert reply.error.startswith("modelStore: StoreUnavailable") and SECRET not in reply.error
 
 
-def test_a_check_that_hangs_is_cut_short(client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_check_that_hangs_is_cut_short(
+    api: RunningApi, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(status, "CHECK_TIMEOUT_S", 0.2)
     # The check hangs until the test releases it: an answer at all means it was cut short.
     released = threading.Event()
-    monkeypatch.setattr(status, "store_from_settings", lambda settings: BrokenStore(600, released))
+    assert api.service.services is not None
+    monkeypatch.setattr(api.service.services, "store", BrokenStore(600, released))
     try:
         answer = client.get("/status/health")
     finally:

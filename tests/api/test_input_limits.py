@@ -198,17 +198,18 @@ def test_n_best(
 
 
 def test_upload_size(client: httpx.Client) -> None:
-    """Files travel over REST only; over gRPC every message is bounded (test_message_size)."""
+    """Files travel over REST only; over gRPC every message is bounded (test_message_size). An
+    upload over the limit answers 400, as Serval's (docs/api.md, Limits)."""
     created = upload(client, b"a" * UPLOAD)
     assert created.status_code == 201, created.text
     count = len(client.get("/files").json())
     refused = upload(client, b"a" * (UPLOAD + 1))
-    assert refused.status_code == 413
+    assert refused.status_code == 400
     assert f"limit of {UPLOAD} bytes" in message(refused)
     assert len(client.get("/files").json()) == count
     file_id = created.json()["id"]
     replaced = client.patch(f"/files/{file_id}", files={"file": ("a.txt", b"b" * (UPLOAD + 1))})
-    assert replaced.status_code == 413
+    assert replaced.status_code == 400
     assert client.get(f"/files/{file_id}/contents").content == b"a" * UPLOAD
 
 

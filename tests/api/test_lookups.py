@@ -26,9 +26,10 @@ def test_changes_through_the_api_reach_the_next_translation(api: RunningApi, cli
     assert translate(client, engine_id, SOURCE).status_code == 404
 
 
-def test_a_cached_engine_stays_hidden_from_other_owners(api: RunningApi, client: httpx.Client) -> None:
+def test_a_cached_engine_stays_forbidden_to_other_owners(api: RunningApi, client: httpx.Client) -> None:
+    """The translate path reads the cached engine record, and checks its owner as every path does: 403."""
     engine_id = built_engine(api, client, engine_type="echo")
     assert translate(client, engine_id, SOURCE).status_code == 200
     with api.client(owner="owner-b") as other:
-        assert translate(other, engine_id, SOURCE).status_code == 404
+        assert translate(other, engine_id, SOURCE).status_code == 403
     assert translate(client, engine_id, SOURCE).status_code == 200

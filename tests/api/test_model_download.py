@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import grpc
 import httpx
-import pytest
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc, platform_pb2
 from serval_api.auth import ALL_ENGINE_SCOPES, Caller
@@ -120,19 +118,23 @@ def test_a_tiny_ttl_expires(api: RunningApi, client: httpx.Client, tmp_path: Pat
     assert httpx.get(local(api, url.url)).status_code == 403
 
 
-def test_an_echo_engine_has_no_model_to_download(api: RunningApi, client: httpx.Client) -> None:
+def test_an_echo_engine_answers_a_placeholder_url(api: RunningApi, client: httpx.Client) -> None:
+    """Serval's echo engine service answers its model URL with a placeholder (`https://example.com/model`,
+    EchoTranslationEngineService); so does ours, once built: before, 404 as for any engine."""
     engine = create_engine(client, "echo")
+    url = f"/translation/engines/{engine['id']}/model-download-url"
+    assert client.get(url).status_code == 404
     wait_for_build(client, client.post(f"/translation/engines/{engine['id']}/builds", json={}).json())
     assert client.get(f"/translation/engines/{engine['id']}").json()["modelRevision"] == 1
-    refused = client.get(f"/translation/engines/{engine['id']}/model-download-url")
-    assert refused.status_code == 405, refused.text
-    assert "no model to download" in refused.json()["message"]
-    with pytest.raises(grpc.RpcError) as error:
-        engine_pb2_grpc.TranslationEngineApiStub(api.channel).GetModelDownloadUrl(
-            engine_pb2.GetModelDownloadUrlRequest(engine_type="Echo", engine_id=engine["id"]),
-            metadata=(("x-api-key", api.api_key()),),
-        )
-    assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    answer = client.get(url)
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["url"], answer.json()["modelRevision"]) == (downloads.ECHO_MODEL_URL, 1)
+    assert 0 < _seconds_until(answer.json()["expiresAt"]) <= 3601
+    reply = engine_pb2_grpc.TranslationEngineApiStub(api.channel).GetModelDownloadUrl(
+        engine_pb2.GetModelDownloadUrlRequest(engine_type="Echo", engine_id=engine["id"]),
+        metadata=(("x-api-key", api.api_key()),),
+    )
+    assert (reply.url, reply.model_revision) == (downloads.ECHO_MODEL_URL, 1)
 
 
 def _seconds_until(stamp: str) -> float:

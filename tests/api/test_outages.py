@@ -18,7 +18,7 @@ from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.auth import ALL_SCOPES
 from serval_api.errors import UNAVAILABLE_MESSAGE
 from serval_common.settings import ApiSettings, Settings, StoreSettings
-from tests.api.conftest import RunningApi, create_engine
+from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.helpers import free_port, start_moto_server
 
 
@@ -123,7 +123,7 @@ def s3_api(tmp_path: Path) -> Iterator[tuple[RunningApi, subprocess.Popen[bytes]
         server.wait(timeout=10)
 
 
-def test_the_model_store_down_answers_503_and_unavailable(
+def test_the_model_store_down_faults_builds_and_leaves_files_working(
     s3_api: tuple[RunningApi, subprocess.Popen[bytes]],
 ) -> None:
     api, server = s3_api
@@ -147,8 +147,12 @@ def test_the_model_store_down_answers_503_and_unavailable(
         server.wait(timeout=10)
 
         build = {"trainOn": [], "pretranslate": [{"parallelCorpusId": pc["id"]}]}
-        assert_unavailable(client.post(f"/translation/engines/{engine['id']}/builds", json=build))
-        assert client.get(f"/translation/engines/{engine['id']}/builds").json() == [], "nothing half-made"
+        # As Serval (MissingServicesTests.UseMissingAWSAsync): accepted, then Faulted, saying why.
+        started = client.post(f"/translation/engines/{engine['id']}/builds", json=build)
+        assert started.status_code == 201, started.text
+        faulted = wait_for_build(client, started.json())
+        assert faulted["state"] == "Faulted", faulted
+        assert faulted["message"].startswith("the model store could not be reached"), faulted
         # Data files live in the database, as Serval's beside its records: files need no store.
         assert client.get(f"/files/{file_id}").status_code == 200
         assert client.get(f"/files/{file_id}/contents").content == b"In the beginning.\n"
@@ -174,4 +178,8 @@ def test_the_model_store_down_answers_503_and_unavailable(
             corpora=[engine_pb2.ParallelCorpus(id="drafts", source_corpora=[source])],
         )
         stub = engine_pb2_grpc.TranslationEngineApiStub(api.channel)
-        assert grpc_code(stub.StartBuild, request, key) == grpc.StatusCode.UNAVAILABLE
+        stub.StartBuild(request, metadata=(("x-api-key", key),))
+        faulted = wait_for_build(
+            client, client.get(f"/translation/engines/{engine['id']}/builds/{'o' * 24}").json()
+        )
+        assert faulted["state"] == "Faulted", faulted

@@ -303,7 +303,7 @@ def test_engine_corpus_reads(api: RunningApi, owner: httpx.Client, built: dict[s
     assert owner.get(f"{base}/MRK/usfm").status_code == 200
     assert owner.get(f"{ENGINES}/{built['engine']}/corpora/nothing/pretranslations").status_code == 404
     with api.client("owner-b", ALL_SCOPES) as other:
-        assert other.get(base).status_code == 404
+        assert other.get(base).status_code == 403
 
 
 def test_impossible_requests_answer_400(owner: httpx.Client, built: dict[str, Any]) -> None:

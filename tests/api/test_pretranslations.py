@@ -162,7 +162,7 @@ def test_reads_check_corpus_owner_and_scope(api: RunningApi, owner: httpx.Client
     assert pretranslations(owner, engine_id, "no-such-corpus").status_code == 404
     assert owner.get(f"{ENGINES}/{engine_id}/corpora/no-such-corpus/pretranslations").status_code == 404
     with api.client("owner-b", ALL_SCOPES) as other:
-        assert pretranslations(other, engine_id, pc_id).status_code == 404
+        assert pretranslations(other, engine_id, pc_id).status_code == 403
     with api.client(scopes=(CREATE_ENGINES,)) as unscoped:
         assert pretranslations(unscoped, engine_id, pc_id).status_code == 403
 

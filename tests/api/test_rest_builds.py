@@ -80,7 +80,7 @@ def test_long_poll_times_out_with_408(client: httpx.Client) -> None:
 def test_bad_build_options_are_refused_before_the_build_exists(api: RunningApi, client: httpx.Client) -> None:
     engine = create_engine(client)
     base = f"/translation/engines/{engine['id']}"
-    for options, word in (({"epochs": 3}, "epochs"), ({"lrSchedule": "sawtooth"}, "lrSchedule")):
+    for options, word in (({"maxSteps": "many"}, "maxSteps"), ({"lrSchedule": "sawtooth"}, "lrSchedule")):
         refused = client.post(f"{base}/builds", json={"options": options})
         assert refused.status_code == 400 and word in refused.text
     assert client.get(f"{base}/builds").json() == []

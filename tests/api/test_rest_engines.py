@@ -46,7 +46,9 @@ def test_get_list_patch_delete(client: httpx.Client) -> None:
     assert client.get("/translation/engines").json() == []
 
 
-def test_another_owners_engine_is_not_found(api: RunningApi, client: httpx.Client) -> None:
+def test_another_owners_engine_is_forbidden(api: RunningApi, client: httpx.Client) -> None:
+    """Serval's `CheckOwnerAsync` (TranslationEngineTests `GetByIdAsync` "Engine is not owned"):
+    another owner's engine answers 403, a missing one 404; listings show only the caller's own."""
     engine = create_engine(client)
     with api.client(owner="owner-b") as other:
         for response in (
@@ -54,9 +56,13 @@ def test_another_owners_engine_is_not_found(api: RunningApi, client: httpx.Clien
             other.delete(f"/translation/engines/{engine['id']}"),
             other.post(f"/translation/engines/{engine['id']}/translate", json="hello"),
         ):
-            assert response.status_code == 404
-            assert "not found" in response.json()["message"]
+            assert response.status_code == 403
+            assert "belongs to another client" in response.json()["message"]
+            assert "owner-a" not in response.text
+        missing = other.get(f"/translation/engines/{'0' * 24}")
+        assert missing.status_code == 404 and "not found" in missing.json()["message"]
         assert other.get("/translation/engines").json() == []
+    assert client.get(f"/translation/engines/{engine['id']}").status_code == 200
 
 
 def test_invalid_engine_type_and_language_answer_400(client: httpx.Client) -> None:
@@ -84,7 +90,9 @@ def test_word_alignment_engine_types_answer_405_here(client: httpx.Client) -> No
     assert created.status_code == 405
     assert "statistical" in created.json()["message"]
     assert client.get("/translation/engine-types/Statistical/queues").status_code == 405
-    assert client.get("/translation/engine-types/statistical/languages/en").status_code == 405
+    assert client.get("/translation/engine-types/statistical/languages/en").status_code == 404, (
+        "Serval's language info: no such translation engine type (test_serval_integration.py)"
+    )
     assert client.get("/translation/engine-types/no-such-type/queues").status_code == 400
 
 

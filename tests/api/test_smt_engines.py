@@ -73,7 +73,7 @@ def test_grpc_create_and_read_over_rest(api: RunningApi) -> None:
     info = stub.GetLanguageInfo(
         engine_pb2.GetLanguageInfoRequest(engine_type="SmtTransfer", language="sw"), metadata=auth
     )
-    assert info.internal_code == "swh_Latn"
+    assert (info.internal_code, info.is_native) == ("sw", True), "as Serval's SmtTransferEngineService"
 
 
 def test_engine_type_endpoints(api: RunningApi) -> None:
@@ -85,9 +85,11 @@ def test_engine_type_endpoints(api: RunningApi) -> None:
         language = client.get("/translation/engine-types/smt-transfer/languages/sw")
         assert language.status_code == 200
         assert language.json()["engineType"] == "smt-transfer"
-        assert language.json()["internalCode"] == "swh_Latn"
-        for path in ("queues", "languages/en"):
-            assert client.get(f"/translation/engine-types/statistical/{path}").status_code == 405
+        assert (language.json()["internalCode"], language.json()["isNative"]) == ("sw", True)
+        assert client.get("/translation/engine-types/statistical/queues").status_code == 405
+        assert client.get("/translation/engine-types/statistical/languages/en").status_code == 404, (
+            "as Serval, which has no such translation engine type"
+        )
 
 
 def test_model_download(api: RunningApi, tmp_path: Path) -> None:

@@ -224,7 +224,7 @@ def test_errors(api: RunningApi, client: httpx.Client) -> None:
         assert oversized.status_code == 413 and str(MAX_SEGMENT_CHARS) in oversized.json()["message"]
 
     with api.client(owner="owner-b") as other:
-        assert train(other, engine_id, SOURCE, TARGET).status_code == 404
+        assert train(other, engine_id, SOURCE, TARGET).status_code == 403
     with api.client(scopes=(READ_ENGINES,)) as reader:
         assert train(reader, engine_id, SOURCE, TARGET).status_code == 403
     anonymous = httpx.post(

@@ -514,11 +514,6 @@ class Expectation:
 ENGINE_TYPES = ("echo", "nmt", "smt-transfer", "statistical")
 
 ENGINE_EXPECTATIONS: dict[tuple[str, str], Expectation] = {
-    ("echo", f"{_E}.GetModelDownloadUrl"): Expectation(
-        (405,),
-        "Serval's echo engine has no model to download: its engine service answers Unimplemented, "
-        "which Serval maps to 405",
-    ),
     ("echo", f"{_E}.GetCurrentBuild"): Expectation(
         (200, 204),
         "an echo build runs for a moment (Pending → Active → Completed, as Serval's echo build jobs "
