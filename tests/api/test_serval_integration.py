@@ -204,6 +204,14 @@ def test_next_finished_takes_a_build_id_as_serval(api: RunningApi, owner: httpx.
     bad = owner.get(NEXT, params={"finished-after": "2024-13-01"})
     assert bad.status_code == 400 and "finished-after" in message(bad)
 
+    # Builds that finished at the same time follow one another by id, as Serval orders them.
+    same = now + timedelta(hours=3)
+    finished_at(api, first["id"], same)
+    finished_at(api, second["id"], same)
+    low, high = sorted((first["id"], second["id"]))
+    assert owner.get(NEXT).json()["id"] == low
+    assert owner.get(NEXT, params={"finished-after": low}).json()["id"] == high
+
 
 # ---- build options: any JSON object, passed on --------------------------------------------------
 
