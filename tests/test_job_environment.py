@@ -93,6 +93,8 @@ def test_a_local_job_gets_what_it_needs_and_none_of_the_api_secrets(
     assert environment["SERVAL_STORE__S3_ACCESS_KEY_ID"] == S3_ACCESS_KEY
     assert environment["SERVAL_STORE__S3_SECRET_ACCESS_KEY"] == S3_SECRET
     assert environment["SERVAL_STORE__S3_ENDPOINT_URL"] == "http://127.0.0.1:1"
+    assert environment["SERVAL_STORE__S3_READ_TIMEOUT_S"] == str(settings.store.s3_read_timeout_s)
+    assert environment["SERVAL_STORE__S3_MAX_ATTEMPTS"] == str(settings.store.s3_max_attempts)
     assert environment["SERVAL_JOBS__REPORT_RETRY_S"] == "30.0"
     assert environment["SERVAL_JOBS__DEFAULT_BASE_MODEL"] == "tiny-nllb"
     assert environment[PARENT_PID_ENV].isdigit()
@@ -119,6 +121,9 @@ def test_a_local_job_gets_what_it_needs_and_none_of_the_api_secrets(
         "SERVAL_STORE__S3_REGION",
         "SERVAL_STORE__S3_ACCESS_KEY_ID",
         "SERVAL_STORE__S3_SECRET_ACCESS_KEY",
+        "SERVAL_STORE__S3_CONNECT_TIMEOUT_S",
+        "SERVAL_STORE__S3_READ_TIMEOUT_S",
+        "SERVAL_STORE__S3_MAX_ATTEMPTS",
         "SERVAL_JOBS__DEFAULT_BASE_MODEL",
         "SERVAL_JOBS__REPORT_RETRY_S",
     }, serval_names

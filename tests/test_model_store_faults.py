@@ -108,14 +108,13 @@ class RestartableS3Server(ThreadedMotoServer):
 
 @pytest.fixture
 def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[RestartableS3Server]:
-    """A bucket `models` on a restartable S3-protocol server. boto3 makes one attempt per call
-    (`AWS_MAX_ATTEMPTS=1`) so that the node's own retries are what the tests see."""
+    """A bucket `models` on a restartable S3-protocol server. The store makes one attempt per call
+    (`s3_store`) so that the node's own retries are what the tests see."""
     import boto3
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     server = RestartableS3Server()
     server.start()
     try:
@@ -126,7 +125,7 @@ def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[RestartableS3Server]:
 
 
 def s3_store(server: RestartableS3Server) -> ModelStore:
-    return open_store("s3://models/serval", endpoint_url=server.endpoint)
+    return open_store("s3://models/serval", endpoint_url=server.endpoint, max_attempts=1)
 
 
 def ref(revision: int) -> node_pb2.ModelRef:

@@ -29,9 +29,9 @@ node finishes the work already routed to them first).
 
 Read your writes: a build's completion first has the nodes serving the engine load the new
 revision (`prefetch`, bounded by `api.completion_load_wait_s`), so a translate that follows the
-build's Completed is answered by the new revision, as Serval's engines answer. A node whose load
-of it fails is asked again at once (`PREFETCH_RETRIES`), not at a request `api.failed_load_retry_s`
-later.
+build's Completed is answered by the new revision, as Serval's engines answer. A node's FAILED is
+final: it retried what may pass (the store, the API service unreachable) itself, so a failed
+revision is asked again only by a request, `api.failed_load_retry_s` later.
 """
 
 from __future__ import annotations
@@ -48,11 +48,6 @@ from serval_common.model_revision import ModelRevision
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
-
-PREFETCH_RETRIES = 2
-"""How many times a build's completion asks a node whose load of the new revision failed to load
-it again (within `api.completion_load_wait_s`): a store or API service that failed for a moment
-should not leave the previous revision serving until a request retries the load."""
 
 
 class Placement:
@@ -166,19 +161,13 @@ class Placement:
             if session.model_state(model.location) not in (READY, LOADING):
                 _send_load(session, model, why="build completing")
         ids = {s.session_id for s in serving}
-        retries = PREFETCH_RETRIES
         deadline = time.monotonic() + timeout_s
         while True:
             sessions = [s for s in self.registry.sessions() if s.session_id in ids]
             if any(s.serves(model) == READY for s in self.registry.sessions()):
                 return True
             if not any(s.serves(model) == LOADING for s in sessions):
-                failed = [s for s in sessions if s.model_state(model.location) == FAILED and not s.draining]
-                if not failed or retries == 0:
-                    return not serving
-                retries -= 1
-                for session in failed:  # at once, not after `failed_load_retry_s` at a request
-                    _send_load(session, model, why="build completing, after a failed load")
+                return not serving
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 log.warning(

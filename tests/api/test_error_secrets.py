@@ -129,11 +129,11 @@ def test_s3_store_failures_show_clients_an_error_id_and_the_log_the_rest(
 
         # The store becomes unreachable: reading an old file's contents answers 503 (as Serval
         # answers an outage), the health check fails; an upload needs no store.
-        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
         assert s3_api.service.services is not None
         closed = f"127.0.0.1:{free_port()}"
         services = s3_api.service.services
         services.settings.store.s3_endpoint_url = f"http://{closed}"
+        services.settings.store.s3_max_attempts = 1
         services.store = store_from_settings(services.settings)  # the service's store, now unreachable
         secrets += (closed,)
 

@@ -161,7 +161,10 @@ def test_a_build_started_while_the_store_is_down_is_accepted_and_faults(
             wait_for_build(client, answer.json()), "the base model could not be checked", *hidden
         )
 
-        # gRPC's StartBuild (what Serval calls on its engine) as well.
+        # gRPC's StartBuild (what Serval calls on its engine) as well: the same path as REST's once
+        # the request is read, so a refused store shows it (a hung one only waits longer).
+        if outage[1] is not None:
+            return
         source = engine_pb2.MonolingualCorpus(
             id="s",
             language="en",
@@ -186,6 +189,8 @@ class Probes:
     until stopped (or `ROUNDS` each): what each answered and how long it took."""
 
     ROUNDS = 6
+    PAUSE_S = 0.25
+    """Between a probe's answer and its next ask, as an orchestrator's probes wait between them."""
 
     def __init__(self, api: RunningApi) -> None:
         self._url = f"{api.rest_url}/api/v1/status/health"
@@ -211,6 +216,7 @@ class Probes:
                 outcome = f"{health_pb2.HealthCheckStatus.Name(reply.status)} {reply.data['modelStore']}"
             with self._lock:
                 self.answers.append((outcome, time.monotonic() - started))
+            self._stop.wait(self.PAUSE_S)
 
     def rounds_done(self) -> int:
         with self._lock:

@@ -53,14 +53,14 @@ BOUND_S = 60.0
 
 @pytest.fixture
 def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[RestartableS3Server]:
-    """A restartable S3-protocol server with an empty bucket. The environment (credentials, one
-    boto3 attempt per call) is inherited by the node process."""
+    """A restartable S3-protocol server with an empty bucket. The environment (credentials) is
+    inherited by the node process; every store makes one attempt per call (`s3_max_attempts`), so
+    that the node's own retries are what the tests see."""
     import boto3
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     server = RestartableS3Server()
     server.start()
     try:
@@ -75,7 +75,7 @@ def api_on_s3(tmp_path: Path, database_url: str, s3_server: RestartableS3Server)
     settings = Settings(
         home=tmp_path,
         database_url=database_url,
-        store=StoreSettings(url=STORE_URL, s3_endpoint_url=s3_server.endpoint),
+        store=StoreSettings(url=STORE_URL, s3_endpoint_url=s3_server.endpoint, s3_max_attempts=1),
         api=ApiSettings(host="127.0.0.1", grpc_port=0, rest_port=0, heartbeat_interval_s=0.5),
     )
     running = RunningApi(settings)
@@ -188,6 +188,7 @@ def fleet(
             "SERVAL_NODE__TOKEN": token,
             "SERVAL_STORE__URL": STORE_URL,
             "SERVAL_STORE__S3_ENDPOINT_URL": s3_server.endpoint,
+            "SERVAL_STORE__S3_MAX_ATTEMPTS": "1",
             "SERVAL_NODE__METRICS_PORT": str(metrics_port),
             "SERVAL_NODE__LOAD_RETRY_INITIAL_S": "0.2",
             "SERVAL_NODE__LOAD_RETRY_MAX_S": "1",
@@ -196,7 +197,7 @@ def fleet(
     client = api.client()
     try:
         engine_id = create_engine(client)["id"]
-        store = open_store(STORE_URL, endpoint_url=s3_server.endpoint)
+        store = open_store(STORE_URL, endpoint_url=s3_server.endpoint, max_attempts=1)
         fleet = Fleet(api, s3_server, store, node, metrics_port, engine_id)
         fleet.registry.listeners.append(lambda _session, status: fleet.statuses.append(status))
         first = fleet.start_build(client)

@@ -118,7 +118,9 @@ def test_engines_sharing_weights_stay_apart(
     for path in ("", "/translate", "/builds"):
         method = client_b.post if path == "/translate" else client_b.get
         kwargs = {"json": verse} if path == "/translate" else {}
-        assert method(f"/translation/engines/{a['id']}{path}", **kwargs).status_code == 404
+        assert method(f"/translation/engines/{a['id']}{path}", **kwargs).status_code == 403, (
+            "another owner's engine is forbidden, as in Serval"
+        )
 
     # A fine-tune of A (its own weights) swaps A alone; B keeps the base model.
     publish_and_complete(api, client_a, a["id"], distinct_weights(tiny_ct2_model, "fine-tuned-a"))
