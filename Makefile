@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint protos docs migration bench clean
+.PHONY: demo test lint protos docs migration bench clean containers
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ migration: $(VENV)/.installed
 # The serving benchmark (bench/README.md): every scenario, one table per model, bench/results/serving.json.
 bench: $(VENV)/.installed
 	$(BIN)/python -m bench
+
+# The three images (docker/*.Dockerfile) built with podman on local Debian bases and smoke-run on
+# loopback: API, node and a build job (scripts/container-smoke.sh; root, Debian). CI runs it after `make test`.
+containers: $(VENV)/.installed
+	scripts/container-smoke.sh
 
 clean:
 	rm -rf $(VENV) .serval

@@ -1,7 +1,13 @@
 """The `nmt` family's build job: fine-tune the base model on the build's corpora (or take the base
 model as it is, an inference-only build), pretranslate with the model about to be published, and
 publish the revision last. Publishing comes last, so a cancel or a failure in any earlier phase
-leaves nothing in the model store (docs/build-options.md, "Phases and cancels")."""
+leaves nothing in the model store (docs/build-options.md, "Phases and cancels").
+
+A fine-tune that lowers the held-out chrF below the base model's is said so in the build's last
+message (and, from its revision's manifest, in the build's diagnostics); when the deployment does
+not publish worse models (`jobs.publish_worse_models = false`) the build faults right after
+scoring, before pretranslating: a Faulted build leaves the engine's model, its pretranslations
+and its revision number as they were, which no Completed build could (docs/build-options.md)."""
 
 from __future__ import annotations
 
@@ -79,18 +85,20 @@ class NmtBuildJob(FamilyBuildJob):
         return Prepared(built=built, manifest=manifest)
 
     def _train(self, work: Path) -> Prepared:
-        from build_jobs.train_build import train_model
+        from build_jobs.train_build import refuse_worse, train_model
 
-        progress = self.progress
+        progress, jobs = self.progress, self.settings.jobs
         trained = train_model(
             self.store,
             **self.revision,
             options=self.options,
             work=work,
+            deployment=jobs.training_defaults(),
             phase=progress.update,
             on_train_step=progress.train_step,
             should_cancel=progress.should_cancel,
         )
+        refuse_worse(trained, jobs.publish_worse_models)
         scores = trained.manifest.scores
         for name, value in scores.items():
             metric, when = name.rsplit("_", 1)
@@ -100,6 +108,8 @@ class NmtBuildJob(FamilyBuildJob):
             f"chrF {scores['chrf_before']:.1f} → {scores['chrf_after']:.1f} "
             f"({trained.train_pairs} training pairs, {trained.eval_pairs} held out)"
         )
+        if trained.chrf_worse:
+            summary += f". {trained.worse_sentence(published=True)}"
         built = Built(
             corpus_size=trained.train_pairs,
             confidence=scores.get("chrf_after", 0.0),

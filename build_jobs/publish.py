@@ -10,6 +10,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from serval_common.build_options import TrainingDefaults
+from serval_common.languages import describe_languages
 from serval_common.manifest import (
     MANIFEST,
     TRAINING_CHECKPOINT,
@@ -34,6 +36,7 @@ __all__ = [
     "publish_inference_only",
     "publish_model_folder",
     "publish_revision",
+    "set_training_defaults",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,8 +68,9 @@ def inference_only_manifest(
     unknown = [code for code in (source_language, target_language) if code not in base.languages]
     if unknown:
         raise ManifestError(
-            f"base model {base_model!r} does not know {', '.join(unknown)}; "
-            "an inference-only build can only serve languages the base model knows"
+            f"base model {base_model!r} does not know {', '.join(unknown)}; it knows "
+            f"{describe_languages(base.languages)}, and an inference-only build serves only those: "
+            "train on parallel texts to add a language"
         )
     return Manifest(
         kind="model-revision",
@@ -153,6 +157,20 @@ HF_SUBFOLDER = TRAINING_CHECKPOINT
 the node loads CTranslate2 from the folder root and ignores it."""
 
 
+TRAINING_DEFAULTS_FILE = "serval-training-defaults.json"
+"""A checkpoint folder's own training defaults (`TrainingDefaults` as JSON), which
+`publish_base_model` writes into the base model's manifest when it is given none: the tiny demo
+model's folder carries its fast learning rate this way (`build_jobs.base_model.tiny`)."""
+
+
+def checkpoint_training_defaults(hf_dir: Path | None) -> TrainingDefaults | None:
+    """The training defaults a checkpoint folder carries in `TRAINING_DEFAULTS_FILE`, if any."""
+    path = None if hf_dir is None else hf_dir / TRAINING_DEFAULTS_FILE
+    if path is None or not path.is_file():
+        return None
+    return TrainingDefaults.model_validate_json(path.read_text(encoding="utf-8"))
+
+
 def publish_base_model(
     store: ModelStore,
     name: str,
@@ -161,8 +179,12 @@ def publish_base_model(
     languages: list[str],
     quantization: str | None,
     hf_dir: Path | None = None,
+    training_defaults: TrainingDefaults | None = None,
 ) -> Manifest:
-    """Publish the CTranslate2 model and, with `hf_dir`, its Hugging Face checkpoint under `hf/`."""
+    """Publish the CTranslate2 model and, with `hf_dir`, its Hugging Face checkpoint under `hf/`.
+    `training_defaults` (`TrainingDefaults.checked(learning_rate=…)`): the hyperparameters its
+    fine-tunes take where neither the build nor the deployment sets them; None: those the
+    checkpoint folder carries (`TRAINING_DEFAULTS_FILE`), else none (the code's defaults)."""
     import ctranslate2
 
     manifest = Manifest(
@@ -171,8 +193,26 @@ def publish_base_model(
         languages=languages,
         ctranslate2_version=ctranslate2.__version__,
         quantization=quantization,
+        training_defaults=checkpoint_training_defaults(hf_dir)
+        if training_defaults is None
+        else training_defaults,
     )
     return publish_model_folder(store, base_model_prefix(name), ct2_dir, hf_dir, manifest)
+
+
+def set_training_defaults(
+    store: ModelStore, name: str, training_defaults: TrainingDefaults | None
+) -> Manifest:
+    """Rewrite the manifest of the published base model `name` with these training defaults (None:
+    none); its files, and so the weights nodes serve, stay as they are. Builds that start after it
+    take them."""
+    prefix = base_model_prefix(name)
+    manifest = read_manifest(store, prefix)
+    if manifest.kind != "base-model":
+        raise ManifestError(f"{prefix} holds no base model")
+    updated = manifest.model_copy(update={"training_defaults": training_defaults})
+    store.write_bytes(f"{prefix}/{MANIFEST}", updated.model_dump_json(indent=2).encode())
+    return updated
 
 
 def publish_model_folder(

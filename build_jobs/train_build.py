@@ -1,6 +1,12 @@
 """A training build without the platform: corpus → base checkpoint → score → fine-tune → convert →
 score (`train_model`, into a local folder) → publish `models/{engine}/{revision}` (files first,
-manifest last; `train_revision` does both)."""
+manifest last; `train_revision` does both).
+
+The fine-tune's hyperparameters are the build's options where it set them, else the deployment's
+(`jobs.*` settings), else the base model manifest's `training_defaults`, else the code's defaults
+(`BuildOptions.training`); the revision's manifest records them and where each came from. A
+fine-tune that lowers the held-out chrF is published only when the deployment allows it
+(`refuse_worse`, `jobs.publish_worse_models`)."""
 
 from __future__ import annotations
 
@@ -15,8 +21,9 @@ from build_jobs.data import read_corpus
 from build_jobs.evaluate import evaluate
 from build_jobs.finetune import Canceled, Progress, ShouldCancel, finetune
 from build_jobs.publish import HF_SUBFOLDER, base_model_prefix, checkpoint_max_positions, publish_revision
-from serval_common.build_options import BuildOptions
-from serval_common.manifest import Manifest, ManifestError, fetch_folder
+from serval_common.build_options import SOURCE_WORDS, BuildOptions, TrainingDefaults, TrainingHyperparameters
+from serval_common.fine_tune_scores import chrf_worse, worse_sentence
+from serval_common.manifest import Manifest, ManifestError, fetch_folder, read_manifest
 from serval_common.store import ModelStore
 
 log = logging.getLogger(__name__)
@@ -50,6 +57,37 @@ class TrainedModel:
     steps: int
     seconds: float
 
+    @property
+    def hyperparameters(self) -> TrainingHyperparameters:
+        assert self.manifest.hyperparameters is not None, "a trained model's manifest records them"
+        return self.manifest.hyperparameters
+
+    @property
+    def chrf_worse(self) -> bool:
+        """Whether fine-tuning lowered the held-out chrF below the base model's."""
+        scores = self.manifest.scores
+        return chrf_worse(scores["chrf_before"], scores["chrf_after"])
+
+    def worse_sentence(self, *, published: bool) -> str:
+        scores = self.manifest.scores
+        return worse_sentence(
+            scores["chrf_before"],
+            scores["chrf_after"],
+            published=published,
+            learning_rate=self.hyperparameters.values.learning_rate,
+        )
+
+
+class WorseModelRefused(Exception):
+    """The fine-tune lowered the held-out chrF and the deployment does not publish worse models
+    (`jobs.publish_worse_models = false`): the build faults with this message, publishing nothing."""
+
+
+def refuse_worse(trained: TrainedModel, publish_worse_models: bool) -> None:
+    """Raise `WorseModelRefused` for a worse model the deployment does not publish."""
+    if trained.chrf_worse and not publish_worse_models:
+        raise WorseModelRefused(trained.worse_sentence(published=False))
+
 
 def train_revision(
     store: ModelStore,
@@ -61,12 +99,14 @@ def train_revision(
     source_language: str,
     target_language: str,
     options: BuildOptions,
+    deployment: TrainingDefaults | None = None,
+    publish_worse_models: bool = True,
     phase: Phase | None = None,
     on_train_step: Progress | None = None,
     should_cancel: ShouldCancel | None = None,
     work_dir: Path | None = None,
 ) -> TrainedRevision:
-    """`train_model`, then publish the model as the revision."""
+    """`train_model`, then publish the model as the revision (`refuse_worse` first)."""
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         trained = train_model(
             store,
@@ -77,11 +117,13 @@ def train_revision(
             source_language=source_language,
             target_language=target_language,
             options=options,
+            deployment=deployment,
             work=Path(tmp),
             phase=phase,
             on_train_step=on_train_step,
             should_cancel=should_cancel,
         )
+        refuse_worse(trained, publish_worse_models)
         published = publish_revision(
             store,
             trained.manifest,
@@ -114,11 +156,13 @@ def train_model(
     target_language: str,
     options: BuildOptions,
     work: Path,
+    deployment: TrainingDefaults | None = None,
     phase: Phase | None = None,
     on_train_step: Progress | None = None,
     should_cancel: ShouldCancel | None = None,
 ) -> TrainedModel:
-    """Fine-tune and score the model in `work` (a folder the caller owns and removes)."""
+    """Fine-tune and score the model in `work` (a folder the caller owns and removes).
+    `deployment`: the deployment's training defaults (`JobSettings.training_defaults`)."""
 
     def report(fraction: float, message: str) -> None:
         log.info("build phase", extra={"build_id": build_id, "progress": fraction, "detail": message})
@@ -128,6 +172,13 @@ def train_model(
     def check_cancel() -> None:
         _check_cancel(should_cancel)
 
+    base_manifest = read_manifest(store, base_model_prefix(base_model))
+    hyperparameters = options.training(deployment, base_manifest.training_defaults)
+    options = options.model_copy(update=hyperparameters.values.given())
+    log.info(
+        "training hyperparameters",
+        extra={"build_id": build_id, "base_model": base_model, **hyperparameters.wire()},
+    )
     corpus = read_corpus(store, build_id, eval_share=options.eval_share, seed=options.seed)
     report(
         0.02,
@@ -153,7 +204,12 @@ def train_model(
         if on_train_step is not None:
             on_train_step(step, total, loss, lr)
 
-    report(TRAIN_START, f"fine-tuning {base_model} for at most {options.max_steps} steps")
+    lr_source = hyperparameters.sources["learning_rate"]
+    report(
+        TRAIN_START,
+        f"fine-tuning {base_model} for at most {options.max_steps} steps at learning rate "
+        f"{options.learning_rate:g} ({SOURCE_WORDS[lr_source]})",
+    )
     out_hf = work / "hf"
     result = finetune(
         hf_dir,
@@ -192,7 +248,10 @@ def train_model(
         base_model=base_model,
         source_language=source_language,
         target_language=target_language,
-        languages=[*base.languages, *(c for c in result.added_language_codes if c not in base.languages)],
+        # What it serves: the base model's languages and the pair it was trained on.
+        languages=list(
+            dict.fromkeys([*base.languages, *result.added_language_codes, source_language, target_language])
+        ),
         added_language_codes=result.added_language_codes,
         ctranslate2_version=ctranslate2.__version__,
         quantization=options.quantization,
@@ -209,6 +268,7 @@ def train_model(
             "bleu_before": before.bleu,
             "bleu_after": after.bleu,
         },
+        hyperparameters=hyperparameters,
     )
     report(0.9, f"trained revision {revision} (chrF {before.chrf:.1f} → {after.chrf:.1f})")
     return TrainedModel(

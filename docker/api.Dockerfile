@@ -17,8 +17,12 @@
 # with TLS on the REST port (SERVAL_API__TLS_CERT_FILE) override it, or rely on Kubernetes probes
 # (which ignore HEALTHCHECK).
 
+# PYTHON_IMAGE: the CPython 3.11 image the wheel is built in and the runtime's base; CI builds with a Debian
+# bookworm base made locally (scripts/container-smoke.sh), published images keep the default.
+ARG PYTHON_IMAGE=python:3.11-slim
+
 # --- builder: the project's wheel (pure Python, so any CPython 3.11 image builds it) ----------
-FROM python:3.11-slim AS wheel
+FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY serval/ serval/
@@ -30,8 +34,9 @@ COPY serval_cli/ serval_cli/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 # --- runtime -------------------------------------------------------------------------------
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 
+ARG PYTHON_IMAGE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE_URL=
@@ -41,7 +46,7 @@ LABEL org.opencontainers.image.title="serval-live API service" \
       org.opencontainers.image.licenses="MIT" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim"
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -10,10 +10,13 @@
 # Build from the repository root (the context is filtered by .dockerignore); the build arguments
 # VERSION, REVISION and SOURCE_URL fill the org.opencontainers.image.* labels, CUDA_IMAGE picks
 # the base (see docker/node.Dockerfile for why CUDA 12.8 and the plain runtime flavour) and
-# TORCH_INDEX_URL the PyTorch build (below). It installs `serval-live[jobs,smt,clearml]` and nothing
-# else: `jobs` is the training stack (PyTorch, Transformers, CTranslate2, SentencePiece,
-# sacrebleu), `smt` the Thot toolkit that smt-transfer and word-alignment builds train with, and
-# `clearml` the SDK that build_jobs/clearml_task.py reports progress through.
+# TORCH_INDEX_URL the PyTorch build (below). It installs `serval-live[api,jobs,smt,clearml]` and
+# nothing else: `jobs` is the training stack (PyTorch, Transformers, CTranslate2, SentencePiece,
+# sacrebleu), `smt` the Thot toolkit that smt-transfer and word-alignment builds train with,
+# `clearml` the SDK that build_jobs/clearml_task.py reports progress through, and `api` the API
+# service, so that one container of this image can also run `serval api` with its build jobs as
+# child processes (the local launcher): the single-server deployment, deploy/compose.yaml and
+# docs/office-server.md (`docker run … ghcr.io/serval-live/build-jobs serval api`).
 #
 # No ENTRYPOINT, on purpose: the agent starts `docker run … <image> bash -c '<its bootstrap>;
 # python3.N -m clearml_agent execute …'`, and an entry point would swallow that command. The
@@ -35,9 +38,12 @@
 # (or https://pypi.org/simple: PyPI's Linux torch wheels are CUDA builds that bring their own
 # CUDA libraries as nvidia-* packages, several GB).
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu22.04
+# PYTHON_IMAGE: the CPython 3.11 image the wheel is built in; CI builds with a Debian
+# bookworm base made locally (scripts/container-smoke.sh), published images keep the default.
+ARG PYTHON_IMAGE=python:3.11-slim
 
 # --- builder: the project's wheel (pure Python, so any CPython 3.11 image builds it) ----------
-FROM python:3.11-slim AS wheel
+FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY serval/ serval/
@@ -64,12 +70,21 @@ LABEL org.opencontainers.image.title="serval-live build jobs" \
       org.opencontainers.image.base.name="${CUDA_IMAGE}"
 
 ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates gnupg software-properties-common \
-    && add-apt-repository -y ppa:deadsnakes/ppa \
-    && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
-    && apt-get purge -y --auto-remove software-properties-common gnupg \
-    && rm -rf /var/lib/apt/lists/*
+# Python 3.11: from the deadsnakes PPA on Ubuntu (the CUDA bases); a Debian bookworm base (CI's,
+# scripts/container-smoke.sh) has it in its own archive, and Launchpad may be unreachable there.
+RUN . /etc/os-release \
+    && if [ "${ID}" = ubuntu ]; then \
+         apt-get update \
+         && apt-get install -y --no-install-recommends ca-certificates gnupg software-properties-common \
+         && add-apt-repository -y ppa:deadsnakes/ppa \
+         && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
+         && apt-get purge -y --auto-remove software-properties-common gnupg \
+         && rm -rf /var/lib/apt/lists/*; \
+       elif ! python3.11 -c 'import ensurepip, venv' 2>/dev/null; then \
+         apt-get update \
+         && apt-get install -y --no-install-recommends ca-certificates python3.11 python3.11-venv \
+         && rm -rf /var/lib/apt/lists/*; \
+       fi
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -93,7 +108,7 @@ USER 10001:10001
 RUN python3.11 -m venv /opt/venv \
     && pip install --index-url "${TORCH_INDEX_URL}" --extra-index-url https://pypi.org/simple torch==2.13.0 \
     && wheel="$(ls /tmp/wheels/serval_live-*.whl)" \
-    && pip install "serval-live[jobs,smt,clearml] @ file://${wheel}" \
+    && pip install "serval-live[api,jobs,smt,clearml] @ file://${wheel}" \
     && rm -rf /tmp/wheels
 
 WORKDIR /home/serval

@@ -32,9 +32,12 @@
 # Python 3.10 (its universe python3.11 is an early 3.11.0 build), so 3.11 comes from the
 # deadsnakes PPA.
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-runtime-ubuntu22.04
+# PYTHON_IMAGE: the CPython 3.11 image the wheel is built in; CI builds with a Debian
+# bookworm base made locally (scripts/container-smoke.sh), published images keep the default.
+ARG PYTHON_IMAGE=python:3.11-slim
 
 # --- builder: the project's wheel (pure Python, so any CPython 3.11 image builds it) ----------
-FROM python:3.11-slim AS wheel
+FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY serval/ serval/
@@ -61,12 +64,21 @@ LABEL org.opencontainers.image.title="serval-live inference node" \
       org.opencontainers.image.base.name="${CUDA_IMAGE}"
 
 ARG DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates gnupg software-properties-common \
-    && add-apt-repository -y ppa:deadsnakes/ppa \
-    && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
-    && apt-get purge -y --auto-remove software-properties-common gnupg \
-    && rm -rf /var/lib/apt/lists/*
+# Python 3.11: from the deadsnakes PPA on Ubuntu (the CUDA bases); a Debian bookworm base (CI's,
+# scripts/container-smoke.sh) has it in its own archive, and Launchpad may be unreachable there.
+RUN . /etc/os-release \
+    && if [ "${ID}" = ubuntu ]; then \
+         apt-get update \
+         && apt-get install -y --no-install-recommends ca-certificates gnupg software-properties-common \
+         && add-apt-repository -y ppa:deadsnakes/ppa \
+         && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
+         && apt-get purge -y --auto-remove software-properties-common gnupg \
+         && rm -rf /var/lib/apt/lists/*; \
+       elif ! python3.11 -c 'import ensurepip, venv' 2>/dev/null; then \
+         apt-get update \
+         && apt-get install -y --no-install-recommends ca-certificates python3.11 python3.11-venv \
+         && rm -rf /var/lib/apt/lists/*; \
+       fi
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -19,8 +19,8 @@ import logging
 import os
 import signal
 import socket
-import uuid
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -41,12 +41,38 @@ PROTOCOL_VERSION = node_pb2.PROTOCOL_VERSION_2
 VERSION = "0.1.0"
 
 
+NODE_ID_FILE = "node-id-{device}"
+"""Where a node started without `--node-id` keeps its id, in its home folder (one per device)."""
+
+
+def default_node_id(home: Path, kind: str, index: int) -> str:
+    """The id of a node started without `--node-id`: the one it used before, kept in
+    `{home}/node-id-{device}`; the first time, this machine's host name and the device
+    (`gpu-a-cuda0`, `laptop-cpu`), written there. So a restarted node comes back under the same id
+    (the admin list, its drain, its metrics), even where the host name changes with each start (a
+    container with a persistent home). Two nodes on one device of one machine each need their own
+    `--node-id`."""
+    device = "cpu" if kind == "cpu" else f"{kind}{index}"
+    path = home / NODE_ID_FILE.format(device=device)
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        kept = path.read_text(encoding="utf-8").strip()
+        if kept:
+            return kept
+    node_id = f"{socket.gethostname() or 'node'}-{device}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(node_id + "\n", encoding="utf-8")
+    except OSError as exc:  # a read-only home: the derived id is as stable as the host name
+        log.warning("cannot keep the node id", extra={"path": str(path), "error": str(exc)})
+    return node_id
+
+
 class InferenceNode:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.node_id = settings.node.node_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         store = store_from_settings(settings)
         device = self.device_info()
+        self.node_id = settings.node.node_id or default_node_id(settings.home, device.kind, device.index)
         self.device_kind = device.kind
         self.metrics = NodeMetrics(device_kind=device.kind, device_index=device.index)
         self.models = ModelManager(settings, store, self.metrics, segment_source=self.train_segments)

@@ -357,8 +357,18 @@ def _body(operation: dict[str, Any]) -> str:
         return ""
     parts = []
     for media, content in body.get("content", {}).items():
-        parts.append(f"{_schema_type(content.get('schema', {}))} (`{media}`)")
-    return "; ".join(parts)
+        schema = content.get("schema", {})
+        if schema.get("type") == "object" and schema.get("properties"):  # a form: name its fields
+            required = set(schema.get("required", []))
+            fields = ", ".join(
+                f"`{name}{'' if name in required else '?'}` {_schema_type(spec)}"
+                for name, spec in schema["properties"].items()
+            )
+            parts.append(f"`{media}`: {fields}")
+        else:
+            parts.append(f"{_schema_type(schema)} (`{media}`)")
+    described = body.get("description")
+    return "; ".join(parts) + (f". {_one_line(described)}" if described else "")
 
 
 def _responses(operation: dict[str, Any]) -> str:

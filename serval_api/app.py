@@ -287,6 +287,8 @@ class ApiService:
         )
 
     async def stop(self) -> None:
+        if self.services is not None:
+            self.services.stopping.set()  # the console's long poll answers now, not at its wait's end
         for watcher in self._watchers:
             watcher.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)

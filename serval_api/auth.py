@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from serval_api.errors import PermissionDenied, Unauthenticated
+from serval_api.errors import MissingScope, Unauthenticated
 
 READ_ENGINES = "read:translation_engines"
 CREATE_ENGINES = "create:translation_engines"
@@ -154,8 +154,7 @@ class Caller:
     def require(self, scope: str, *alternatives: str) -> None:
         """`scope`, or any of `alternatives` (this service's older scope for the same call)."""
         if not any(self.has(s) for s in (scope, *alternatives)):
-            also = "".join(f" or {s!r}" for s in alternatives)
-            raise PermissionDenied(f"this call needs the scope {scope!r}{also}")
+            raise MissingScope(scope, *alternatives)
 
     def on_word_alignment(self) -> Caller:
         """This caller on the word-alignment APIs, where Serval's `*:word_alignment_engines` scopes

@@ -50,6 +50,19 @@ class PermissionDenied(ServalError):
     grpc_code = grpc.StatusCode.PERMISSION_DENIED
 
 
+class MissingScope(PermissionDenied):
+    """The credentials lack the scope a call needs: the message names the scope and how an
+    administrator makes a key with it (the console and `serval admin nodes` show it as it is)."""
+
+    def __init__(self, scope: str, *alternatives: str) -> None:
+        self.scope = scope
+        also = "".join(f" or {s!r}" for s in alternatives)
+        super().__init__(
+            f"this call needs the scope {scope!r}{also}; an administrator makes a key with it on the "
+            f"server with `serval admin api-key create --owner <owner> --scope {scope}`"
+        )
+
+
 class NotFound(ServalError):
     http_status = 404
     grpc_code = grpc.StatusCode.NOT_FOUND

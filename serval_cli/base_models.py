@@ -42,7 +42,6 @@ def make_tiny(
     """Train the tiny NLLB-architecture model with a progress bar and store it as a base model."""
     from build_jobs.base_model import make_tiny_base_model
     from build_jobs.publish import publish_base_model
-    from serval_common.languages import NLLB_LANGUAGE_CODES
 
     columns = (
         TextColumn("{task.description}"),
@@ -63,7 +62,8 @@ def make_tiny(
             store,
             name,
             ct2_dir,
-            languages=list(NLLB_LANGUAGE_CODES),
+            # Its tokenizer has every NLLB-200 code, but it was trained on this one pair only.
+            languages=list(dict.fromkeys([source_code, target_code])),
             quantization="int8",
             hf_dir=Path(tmp) / "hf",
         )
@@ -118,32 +118,63 @@ def import_command(
     hf_dir: Annotated[Path, typer.Argument(help="a Hugging Face NLLB-200 checkpoint folder")],
     name: Annotated[str, typer.Option(help="base model name", callback=_base_model_name)],
     quantization: Annotated[str, typer.Option(help="CTranslate2 quantization")] = "int8",
+    learning_rate: Annotated[
+        float | None,
+        typer.Option(
+            help="the learningRate of fine-tunes from this model when a build sets none "
+            "(unset: the deployment's jobs.learning_rate, else 0.0001)"
+        ),
+    ] = None,
     home: Home = None,
     store_url: StoreUrl = None,
 ) -> None:
-    """Convert a real NLLB-200 checkpoint to CTranslate2 and store it as a base model."""
-    from build_jobs.base_model import import_hf_checkpoint
-    from build_jobs.publish import publish_base_model
-    from serval_common.languages import NLLB_LANGUAGE_CODES
+    """Check a real NLLB-200 checkpoint, convert it to CTranslate2 and store it as a base model.
 
-    store = store_from_settings(load_settings(home=home, store__url=store_url))
+    Nothing is stored unless the folder has everything builds and nodes need: config.json of an
+    NLLB (M2M100) model, its weights, and a tokenizer in NLLB's layout that knows at least one
+    FLORES-200 language code. The base model lists the languages its tokenizer knows.
+    """
+    from build_jobs.base_model import CheckpointRefused, import_checkpoint
+    from build_jobs.publish import publish_base_model
+    from serval_common.build_options import BuildOptionsError, TrainingDefaults
+    from serval_common.languages import describe_languages
+
+    try:
+        defaults = TrainingDefaults.checked(learning_rate=learning_rate)
+    except BuildOptionsError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--learning-rate") from None
+    hf_dir = hf_dir.expanduser()
     with tempfile.TemporaryDirectory() as tmp:
-        with console.status(f"converting {hf_dir}"):
-            ct2_dir = import_hf_checkpoint(hf_dir, Path(tmp), quantization=quantization)
+        try:
+            with console.status(f"checking and converting {hf_dir}"):
+                imported = import_checkpoint(hf_dir, Path(tmp), quantization=quantization)
+        except CheckpointRefused as exc:
+            console.print(f"[red]not imported:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        if imported.derived_sentencepiece:
+            console.print(
+                "derived sentencepiece.bpe.model from tokenizer.json (it splits text as the tokenizer does)"
+            )
+        store = store_from_settings(load_settings(home=home, store__url=store_url))
         publish_base_model(
             store,
             name,
-            ct2_dir,
-            languages=list(NLLB_LANGUAGE_CODES),
+            imported.ct2_dir,
+            languages=imported.languages,
             quantization=quantization,
-            hf_dir=hf_dir,
+            hf_dir=imported.hf_dir,
+            training_defaults=defaults if defaults.given() else None,
         )
-    console.print(f"stored base model [bold]{name}[/] in {store.url}")
+    console.print(
+        f"stored base model [bold]{name}[/] in {store.url}; it knows {describe_languages(imported.languages)}",
+        highlight=False,
+    )
 
 
 @app.command("list")
 def list_command(home: Home = None, store_url: StoreUrl = None) -> None:
     """List the base models in the model store."""
+    from serval_common.languages import describe_languages
     from serval_common.manifest import read_manifest
 
     store = store_from_settings(load_settings(home=home, store__url=store_url))
@@ -158,4 +189,5 @@ def list_command(home: Home = None, store_url: StoreUrl = None) -> None:
         manifest = read_manifest(store, f"base-models/{name}")
         typer.echo(
             f"{name}\t{manifest.size_bytes} bytes\t{manifest.quantization}\t{manifest.created_at:%Y-%m-%d}"
+            f"\t{describe_languages(manifest.languages, shown=len(manifest.languages))}"
         )

@@ -17,6 +17,9 @@ from rich.console import Console
 
 from serval_cli.build_view import BuildView, summary
 from serval_cli.processes import NETWORK_ERRORS, RestClient
+from serval_cli.service_client import answer_message, error_text
+
+__all__ = ["BuildWatchError", "engine_path", "error_text", "watch_build"]
 
 FINISHED_STATES = ("Completed", "Faulted", "Canceled")
 
@@ -85,14 +88,19 @@ def _next_revision(
         if code == 200:
             return dict(payload)
         if code != 408:
-            raise BuildWatchError(f"GET {path} answered {code}: {error_text(payload)}")
+            raise _answer_error(client, path, code, payload)
 
 
 def _get_with_retries(client: RestClient, path: str, retries: int, backoff_s: float) -> dict[str, Any]:
     code, payload = _call_with_retries(client, path, retries, backoff_s)
     if code != 200:
-        raise BuildWatchError(f"GET {path} answered {code}: {error_text(payload)}")
+        raise _answer_error(client, path, code, payload)
     return dict(payload)
+
+
+def _answer_error(client: RestClient, path: str, code: int, payload: Any) -> BuildWatchError:
+    """An answer the watch cannot go on from, as one sentence."""
+    return BuildWatchError(answer_message(code, payload, f"GET {path}", client.api_key))
 
 
 def _call_with_retries(client: RestClient, path: str, retries: int, backoff_s: float) -> tuple[int, Any]:
@@ -103,14 +111,8 @@ def _call_with_retries(client: RestClient, path: str, retries: int, backoff_s: f
         except NETWORK_ERRORS as exc:
             if attempt == retries:
                 raise BuildWatchError(
-                    f"{client.base_url} unreachable after {retries + 1} attempts: {exc}"
+                    f"cannot reach the API service at {client.base_url} (unreachable after "
+                    f"{retries + 1} attempts): is `serval api` running?"
                 ) from exc
             time.sleep(min(backoff_s * 2**attempt, 10.0))
     raise AssertionError("unreachable")
-
-
-def error_text(payload: Any) -> str:
-    """What an error answer says: the service's `message`, else the whole payload."""
-    if isinstance(payload, dict) and "message" in payload:
-        return str(payload["message"])
-    return str(payload)

@@ -11,27 +11,33 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from serval_cli.build_view import duration_s, short_time
-from serval_cli.build_watch import BuildWatchError, engine_path, error_text, watch_build
+from serval_cli.build_watch import BuildWatchError, engine_path, watch_build
 from serval_cli.processes import NETWORK_ERRORS, RestClient
+from serval_cli.service_client import (
+    DEFAULT_URL,
+    ApiKey,
+    Service,
+    ServiceError,
+    Url,
+    answer_message,
+    fail,
+    print_rows,
+    unreachable,
+)
 
 app = typer.Typer(
     help="Builds: start, watch, list and cancel an engine's builds (over REST).", no_args_is_help=True
 )
 
-Url = Annotated[str, typer.Option("--url", envvar="SERVAL_URL", help="API service REST base URL")]
-ApiKey = Annotated[str | None, typer.Option(envvar="SERVAL_API_KEY", help="API key")]
 EngineId = Annotated[str, typer.Argument(help="the engine's id")]
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+__all__ = ["DEFAULT_URL", "EXIT_CODES", "EXIT_UNWATCHABLE", "ApiKey", "Url", "app", "parse_options"]
 EXIT_CODES = {"Completed": 0, "Faulted": 1, "Canceled": 2}
 """`serval build watch` (and `start --watch`) exit with the build's final state."""
 EXIT_UNWATCHABLE = 3
 """The build could not be found or followed (unknown engine, service unreachable, …)."""
-
-READ_ERRORS: tuple[type[Exception], ...] = (BuildWatchError, *NETWORK_ERRORS)
 
 
 def _client(url: str, api_key: str | None) -> RestClient:
@@ -39,8 +45,7 @@ def _client(url: str, api_key: str | None) -> RestClient:
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False)
-    return typer.Exit(EXIT_UNWATCHABLE)
+    return fail(message, EXIT_UNWATCHABLE)
 
 
 def _watch_and_exit(
@@ -53,7 +58,7 @@ def _watch_and_exit(
     raise typer.Exit(EXIT_CODES[build["state"]])
 
 
-def _parse_options(text: str | None) -> dict[str, Any] | None:
+def parse_options(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
@@ -114,17 +119,17 @@ def start(
 ) -> None:
     """Start a build of ENGINE_ID and print its id; with --watch, follow it (exit code as `watch`)."""
     console = Console()
-    config = build_config(name, _parse_options(options), train_on, no_train, pretranslate)
-    client = _client(url, api_key)
+    config = build_config(name, parse_options(options), train_on, no_train, pretranslate)
+    service = Service(url, api_key)
     try:
-        code, payload = client.call("POST", f"{engine_path(engine_id)}/builds", config)
-    except NETWORK_ERRORS as exc:
-        raise _fail(f"{url} unreachable: {exc}") from None
-    if code != 201:
-        raise _fail(f"starting the build answered {code}: {error_text(payload)}")
+        payload = service.call(
+            "POST", f"{engine_path(engine_id)}/builds", config, ok=(201,), what="starting the build"
+        )
+    except ServiceError as exc:
+        raise _fail(exc.message) from None
     console.print(f"started build {payload['id']} ({payload['state']})", highlight=False)
     if watch:
-        _watch_and_exit(client, engine_id, payload["id"], console)
+        _watch_and_exit(service.rest, engine_id, payload["id"], console)
 
 
 @app.command("watch")
@@ -147,7 +152,9 @@ def watch(
     client = _client(url, api_key)
     try:
         chosen = build_id or _current_or_latest(client, engine_id)
-    except READ_ERRORS as exc:
+    except NETWORK_ERRORS:
+        raise _fail(unreachable(url)) from None
+    except BuildWatchError as exc:
         raise _fail(str(exc)) from None
     _watch_and_exit(client, engine_id, chosen, console, retries=retries)
 
@@ -158,7 +165,7 @@ def _current_or_latest(client: RestClient, engine_id: str) -> str:
     if code == 200:
         return str(payload["id"])
     if code != 204:
-        raise BuildWatchError(f"GET current-build answered {code}: {error_text(payload)}")
+        raise BuildWatchError(answer_message(code, payload, "GET current-build", client.api_key))
     builds = _list(client, engine_id)
     if not builds:
         raise BuildWatchError(f"engine {engine_id} has no builds")
@@ -168,49 +175,55 @@ def _current_or_latest(client: RestClient, engine_id: str) -> str:
 def _list(client: RestClient, engine_id: str) -> list[dict[str, Any]]:
     code, payload = client.call("GET", f"{engine_path(engine_id)}/builds")
     if code != 200:
-        raise BuildWatchError(f"listing builds answered {code}: {error_text(payload)}")
+        raise BuildWatchError(answer_message(code, payload, "listing builds", client.api_key))
     return sorted(payload, key=lambda b: b.get("dateCreated") or "")
 
 
 @app.command("list")
 def list_command(engine_id: EngineId, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     """List ENGINE_ID's builds, oldest first."""
-    console = Console()
     try:
         builds = _list(_client(url, api_key), engine_id)
-    except READ_ERRORS as exc:
+    except NETWORK_ERRORS:
+        raise _fail(unreachable(url)) from None
+    except BuildWatchError as exc:
         raise _fail(str(exc)) from None
     if not builds:
-        console.print(f"engine {engine_id} has no builds")
+        typer.echo(f"engine {engine_id} has no builds")
         return
-    grid = Table("build", "name", "state", "progress", "created", "took", "message", box=None)
-    for column in grid.columns[:6]:
-        column.no_wrap = True
+    rows = []
     for b in builds:
         progress, took = b.get("progress"), duration_s(b)
-        grid.add_row(
-            b["id"],
-            b.get("name") or "",
-            b["state"],
-            "" if progress is None else f"{progress:.0%}",
-            short_time(b.get("dateCreated")),
-            "" if took is None else f"{took:.0f} s",
-            b.get("message") or "",
+        rows.append(
+            [
+                b["id"],
+                b.get("name") or "",
+                b["state"],
+                "" if progress is None else f"{progress:.0%}",
+                short_time(b.get("dateCreated")),
+                "" if took is None else f"{took:.0f} s",
+                _first_line(b.get("message")),
+            ]
         )
-    console.print(grid)
+    print_rows(("build", "name", "state", "progress", "created", "took", "message"), rows)
+
+
+def _first_line(message: str | None) -> str:
+    """A fault's message can hold a traceback; the table shows its first line."""
+    return (message or "").strip().partition("\n")[0]
 
 
 @app.command("cancel")
 def cancel(engine_id: EngineId, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     """Cancel ENGINE_ID's pending or running build."""
-    console = Console()
+    service = Service(url, api_key)
     try:
-        code, payload = _client(url, api_key).call("POST", f"{engine_path(engine_id)}/current-build/cancel")
-    except NETWORK_ERRORS as exc:
-        raise _fail(f"{url} unreachable: {exc}") from None
-    if code == 204:
-        console.print(f"engine {engine_id} has no build pending or running")
-    elif code == 200:
-        console.print(f"canceled build {payload['id']} ({payload['state']})", highlight=False)
+        payload = service.call(
+            "POST", f"{engine_path(engine_id)}/current-build/cancel", ok=(200, 204), what="canceling"
+        )
+    except ServiceError as exc:
+        raise _fail(exc.message) from None
+    if payload is None:
+        typer.echo(f"engine {engine_id} has no build pending or running")
     else:
-        raise _fail(f"canceling answered {code}: {error_text(payload)}")
+        typer.echo(f"canceled build {payload['id']} ({payload['state']})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from build_jobs.cli import app as job_app
-from serval_cli import admin, builds, demo, servers, translate
+from serval_cli import admin, builds, demo, engines, files, servers, train, translate
 
 app = typer.Typer(
     help="Serval-compatible translation service with live NLLB engines.",
@@ -16,6 +16,9 @@ app.command("api")(servers.api)
 app.command("node")(servers.node)
 app.command("demo")(demo.demo)
 app.command("translate")(translate.translate)
+app.command("train")(train.train)
 app.add_typer(admin.app, name="admin")
 app.add_typer(builds.app, name="build")
+app.add_typer(engines.app, name="engine")
+app.add_typer(files.app, name="files")
 app.add_typer(job_app, name="job")

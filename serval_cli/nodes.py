@@ -12,37 +12,48 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from serval_cli.builds import DEFAULT_URL, ApiKey, Url
 from serval_cli.processes import NETWORK_ERRORS, RestClient
+from serval_cli.service_client import JsonOutput, answer_message, print_json, print_rows, unreachable
 
 app = typer.Typer(
-    help="Inference nodes: list, drain, undrain, load, unload (over REST).", no_args_is_help=True
+    help="Inference nodes: list, drain, undrain, load, unload (over REST, with an admin key).",
+    no_args_is_help=True,
 )
 
 NodeId = Annotated[str, typer.Argument(help="the node's id, as `serval admin nodes list` shows it")]
 EngineId = Annotated[str, typer.Argument(help="the engine's id")]
 ADMIN_NODES = "/api/v1/admin/nodes"
-
-
-def _console() -> Console:
-    """The terminal's width on a terminal; wide enough for whole rows when piped or captured."""
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
+errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+NO_ADMIN_KEY = (
+    "no API key: give an administrator's key (one with the admin scope) with --api-key or SERVAL_API_KEY; "
+    "`serval admin api-key create --owner <you> --scope admin` makes one on the server"
+)
 
 
 def _call(url: str, api_key: str | None, method: str, path: str, body: Any = None, ok: int = 200) -> Any:
+    """The answer's JSON; anything else ends the command with one sentence (exit 1)."""
     try:
         code, payload = RestClient(url, api_key).call(method, path, body)
-    except NETWORK_ERRORS as exc:
-        _console().print(f"[red]{url} unreachable: {exc}[/]")
+    except NETWORK_ERRORS:
+        errors.print(Text(unreachable(url), style="red"))
         raise typer.Exit(1) from None
     if code != ok:
-        message = payload.get("message") if isinstance(payload, dict) else payload
-        _console().print(f"[red]{method} {path} answered {code}: {message}[/]")
+        message = (
+            NO_ADMIN_KEY
+            if code == 401 and not api_key
+            else answer_message(code, payload, f"{method} {path}", api_key)
+        )
+        errors.print(Text(message, style="red"))
         raise typer.Exit(1)
     return payload
+
+
+def _service(url: str) -> None:
+    """Which API service the command talks to (on stderr, so scripts read only the answer)."""
+    errors.print(f"API service: {url.rstrip('/')}")
 
 
 def _size(count: int) -> str:
@@ -51,50 +62,66 @@ def _size(count: int) -> str:
     return f"{count / (1 << 30):.1f} GiB" if count >= 1 << 30 else f"{count / (1 << 20):.0f} MiB"
 
 
-def _models(node: dict[str, Any]) -> str:
-    """One line per loaded model (a set of weights, with its size), then the revisions it serves."""
+def _revision(model: dict[str, Any]) -> str:
+    """A revision a node holds, by engine name and id (or the base model it serves as it is)."""
+    if not model.get("engineId"):
+        return f"base model {model.get('baseModel') or '?'}"
+    name = model.get("engineName")
+    return (
+        f"{name} ({model['engineId']}/{model['revision']})"
+        if name
+        else f"{model['engineId']}/{model['revision']}"
+    )
+
+
+def _models(node: dict[str, Any], separator: str) -> str:
+    """One entry per loaded model (a set of weights, with its size) with the revisions it serves."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for model in node.get("models", []):
         groups.setdefault(model.get("weights") or f"{model['engineId']}/{model['revision']}", []).append(
             model
         )
     held = []
-    for weights, revisions in groups.items():
+    for revisions in groups.values():
         size = max(revision.get("sizeBytes", 0) for revision in revisions)
-        name = weights[:14] if weights.startswith("w-") else weights
-        held.append(f"{name}{f' ({_size(size)})' if size else ''}:")
-        for model in revisions:
-            text = f"  {model['engineId']}/{model['revision']} {model['state']}"
-            if model.get("message"):
-                text += f" ({model['message']})"
-            held.append(text)
-    return "\n".join(held)
+        served = [
+            f"{_revision(m)} {m['state']}" + (f" ({m['message']})" if m.get("message") else "")
+            for m in revisions
+        ]
+        held.append(("one model" + (f", {_size(size)}" if size else "") + ": ") + ", ".join(served))
+    return separator.join(held)
 
 
-def _print(nodes: list[dict[str, Any]]) -> None:
-    grid = Table(
-        "node", "status", "device", "memory free/total", "load", "models", "last heartbeat", box=None
-    )
+def _print(nodes: list[dict[str, Any]], as_json: bool = False) -> None:
+    if as_json:
+        print_json(nodes)
+        return
+    separator = "\n" if Console().is_terminal else "; "
+    rows = []
     for node in nodes:
         status = node["status"] + (f" ({node['drainReason']})" if node.get("drained") else "")
         load = f"{node['inFlight']}/{node['slots']}" if node.get("slots") else ""
         memory = f"{_size(node.get('memoryFreeBytes', 0))} / {_size(node.get('memoryTotalBytes', 0))}"
-        grid.add_row(
-            node["id"],
-            status,
-            node.get("device", ""),
-            memory if node.get("slots") else "",
-            load,
-            _models(node),
-            node["lastSeen"][:19].replace("T", " "),
+        rows.append(
+            (
+                node["id"],
+                status,
+                node.get("device", ""),
+                memory if node.get("slots") else "",
+                load,
+                _models(node, separator),
+                node["lastSeen"][:19].replace("T", " "),
+            )
         )
-    _console().print(grid)
+    print_rows(("node", "status", "device", "memory free/total", "load", "models", "last heartbeat"), rows)
 
 
 @app.command("list")
-def list_nodes(url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
-    """List nodes: status, device, memory, load, the model revisions each holds, last heartbeat."""
-    _print(_call(url, api_key, "GET", ADMIN_NODES))
+def list_nodes(as_json: JsonOutput = False, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
+    """List nodes: status, device, memory, load, the model revisions each holds (by engine name
+    and id), last heartbeat."""
+    _service(url)
+    _print(_call(url, api_key, "GET", ADMIN_NODES), as_json)
 
 
 @app.command("drain")
@@ -105,12 +132,14 @@ def drain(
     api_key: ApiKey = None,
 ) -> None:
     """Send the node no new work (its work in flight finishes); it stays drained across restarts."""
+    _service(url)
     _print([_call(url, api_key, "POST", f"{ADMIN_NODES}/{node_id}/drain", {"reason": reason})])
 
 
 @app.command("undrain")
 def undrain(node_id: NodeId, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     """Route work to the node again."""
+    _service(url)
     _print([_call(url, api_key, "POST", f"{ADMIN_NODES}/{node_id}/undrain")])
 
 
@@ -124,6 +153,7 @@ def load(
     api_key: ApiKey = None,
 ) -> None:
     """Pre-warm: the node loads the engine's model revision now, before any request needs it."""
+    _service(url)
     body: dict[str, Any] = {"engineId": engine_id}
     if revision is not None:
         body["revision"] = revision
@@ -144,4 +174,5 @@ def load(
 @app.command("unload")
 def unload(node_id: NodeId, engine_id: EngineId, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     """Free memory: the node unloads the engine's revisions once their work in flight is done."""
+    _service(url)
     _print([_call(url, api_key, "DELETE", f"{ADMIN_NODES}/{node_id}/models/{engine_id}")])

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -16,7 +17,14 @@ Home = Annotated[Path | None, typer.Option(envvar="SERVAL_HOME", help="data fold
 
 def api(
     home: Home = None,
-    host: Annotated[str | None, typer.Option(help="address to listen on")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SERVAL_API__HOST",
+            help="address to listen on (default 127.0.0.1, this machine only); 0.0.0.0 or the LAN "
+            "address lets other machines reach it (docs/office-server.md)",
+        ),
+    ] = None,
     grpc_port: Annotated[int | None, typer.Option(help="gRPC port (clients, nodes, build jobs)")] = None,
     rest_port: Annotated[int | None, typer.Option(help="REST port")] = None,
     database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL; default SQLite in HOME")] = None,
@@ -36,7 +44,30 @@ def api(
         store__url=store_url,
     )
     configure_logging(settings, "serval_api")
-    asyncio.run(ApiService(settings).run_forever())
+    try:
+        asyncio.run(ApiService(settings).run_forever())
+    except OSError as exc:  # the REST port: bound first, with a plain socket
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        _port_in_use(
+            settings.api.host, settings.api.rest_port, "REST", "--rest-port", "SERVAL_API__REST_PORT"
+        )
+    except RuntimeError as exc:  # the gRPC port: grpc's add_*_port raises "Failed to bind to address …"
+        if "Failed to bind" not in str(exc):
+            raise
+        _port_in_use(
+            settings.api.host, settings.api.grpc_port, "gRPC", "--grpc-port", "SERVAL_API__GRPC_PORT"
+        )
+
+
+def _port_in_use(host: str, port: int, what: str, flag: str, env: str) -> NoReturn:
+    """One sentence instead of a traceback: which port, and how to choose another."""
+    typer.echo(
+        f"cannot listen on {host}:{port} ({what}): the port is in use (is `serval api` already running?); "
+        f"choose another with {flag} or {env}",
+        err=True,
+    )
+    raise typer.Exit(1)
 
 
 def node(
@@ -46,7 +77,11 @@ def node(
     ] = None,
     token: Annotated[str | None, typer.Option(envvar="SERVAL_NODE__TOKEN", help="node token")] = None,
     node_id: Annotated[
-        str | None, typer.Option(help="this node's name (default: host name + suffix)")
+        str | None,
+        typer.Option(
+            help="this node's id (default: the one it had before, kept in HOME/node-id-DEVICE; "
+            "first made from the host name and device, e.g. gpu-a-cuda0)"
+        ),
     ] = None,
     store_url: Annotated[
         str | None, typer.Option(help="model store: file:///path or s3://bucket/prefix")

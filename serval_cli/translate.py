@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval_cli.service_client import API_KEY_ENV, NO_KEY, fail, refused_key, unreachable
 from serval_common.tls import client_channel
 
 console = Console()
@@ -23,7 +24,9 @@ def translate(
     address: Annotated[
         str, typer.Option(envvar="SERVAL_ADDRESS", help="API service gRPC address")
     ] = "127.0.0.1:50051",
-    api_key: Annotated[str | None, typer.Option(envvar="SERVAL_API_KEY", help="API key")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar=API_KEY_ENV, help=f"your API key (or set {API_KEY_ENV})")
+    ] = None,
     engine_type: Annotated[str, typer.Option(help="engine type, e.g. Nmt or Echo")] = "Nmt",
     tokens: Annotated[bool, typer.Option(help="also show tokens, confidences and alignment")] = False,
     ca_file: Annotated[
@@ -39,8 +42,7 @@ def translate(
                 request, metadata=metadata, timeout=60
             )
         except grpc.RpcError as exc:
-            console.print(f"[red]{exc.code().name}[/]: {exc.details()}")
-            raise typer.Exit(1) from None
+            raise fail(_rpc_error(exc, address, api_key)) from None
     for rank, result in enumerate(response.results, 1):
         console.print(f"[bold]{rank}.[/] {result.translation}")
         if tokens:
@@ -53,3 +55,22 @@ def translate(
                 ]
                 grid.add_row(token, f"{confidence:.2f}", " ".join(aligned))
             console.print(grid)
+
+
+def _rpc_error(exc: grpc.RpcError, address: str, api_key: str | None) -> str:
+    """One sentence: how to reach the service or give the key, else what the service answered."""
+    code, details = exc.code(), exc.details()
+    if code == grpc.StatusCode.UNAVAILABLE and _not_connected(details):
+        return unreachable(address)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return NO_KEY if not api_key else refused_key(details)
+    return f"{code.name}: {details}"
+
+
+CONNECT_FAILURES = ("failed to connect", "dns resolution failed", "connection refused")
+"""How gRPC's own UNAVAILABLE (no connection) reads, unlike the service's (no inference capacity)."""
+
+
+def _not_connected(details: str | None) -> bool:
+    text = (details or "").lower()
+    return any(failure in text for failure in CONNECT_FAILURES)

@@ -10,6 +10,7 @@ Only `langcodes` is needed here: the API service installs no machine-learning pa
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import langcodes
@@ -187,3 +188,23 @@ def _nllb_script(iso639_3: str, explicit_script: str | None, likely_script: str)
     if likely_script in scripts or len(scripts) != 1:
         return likely_script
     return scripts[0]
+
+
+def knows_all_nllb_languages(codes: Sequence[str]) -> bool:
+    return NLLB_LANGUAGE_CODE_SET.issubset(codes)
+
+
+def describe_languages(codes: Sequence[str], *, shown: int = 10) -> str:
+    """A model's languages in words for a listing or an error message: "all 202 NLLB-200
+    languages" (and any added), "eng_Latn and swh_Latn", or "12 languages: ace_Arab, …, and 2 more"."""
+    if knows_all_nllb_languages(codes):
+        extra = [code for code in codes if code not in NLLB_LANGUAGE_CODE_SET]
+        added = f" and {', '.join(extra)}" if extra else ""
+        return f"all {len(NLLB_LANGUAGE_CODES)} NLLB-200 languages{added}"
+    if not codes:
+        return "no language"
+    if len(codes) <= 2:
+        return " and ".join(codes)
+    head = ", ".join(codes[:shown])
+    more = f", and {len(codes) - shown} more" if len(codes) > shown else ""
+    return f"{len(codes)} languages: {head}{more}"

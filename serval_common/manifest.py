@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
+from serval_common.build_options import TrainingDefaults, TrainingHyperparameters
+from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.model_revision import BASE_MODELS, TRAINING_CHECKPOINT, ModelRevision, weights_identity
 from serval_common.names import base_model_name_problem, check_base_model_name
 from serval_common.store import ModelStore, ObjectMissing, StoreError, StoreUnavailable, error_chain
@@ -64,7 +66,12 @@ class Manifest(BaseModel):
     )
     source_language: str | None = None
     target_language: str | None = None
-    languages: list[str] = Field(default_factory=list, description="NLLB codes the tokenizer knows")
+    languages: list[str] = Field(
+        default_factory=list,
+        description="The NLLB (FLORES-200) codes the model knows and serves: a base model's are the codes "
+        "its tokenizer maps to ids of their own (a tiny demo model's, the pair it was trained on); a "
+        "base model manifest written before this field existed knows all 202 NLLB-200 languages.",
+    )
     added_language_codes: list[str] = Field(default_factory=list)
     ctranslate2_version: str | None = None
     quantization: str | None = None
@@ -76,7 +83,24 @@ class Manifest(BaseModel):
     training: dict[str, float] = Field(
         default_factory=dict, description="steps, seconds, steps_per_second, stopped_by_budget (0/1)"
     )
+    training_defaults: TrainingDefaults | None = Field(
+        default=None,
+        description="A base model's training hyperparameters for the fine-tunes that start from it, "
+        "where neither the build's options nor the deployment's settings give them.",
+    )
+    hyperparameters: TrainingHyperparameters | None = Field(
+        default=None,
+        description="A fine-tuned revision's training hyperparameters and where each came from.",
+    )
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_base_model_languages(cls, data: object) -> object:
+        """Base models were all full NLLB-200 checkpoints before their manifests listed languages."""
+        if isinstance(data, dict) and data.get("kind") == "base-model" and "languages" not in data:
+            return {**data, "languages": list(NLLB_LANGUAGE_CODES)}
+        return data
 
     @field_validator("weights_from")
     @classmethod

@@ -8,6 +8,7 @@ CPU node on loopback.
 
 from __future__ import annotations
 
+import json
 import socket
 from functools import cached_property
 from ipaddress import ip_network
@@ -15,6 +16,21 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from serval_common.build_options import (
+    TRAINING_KEYS,
+    BatchSize,
+    EvalShare,
+    FreezablePart,
+    GradientAccumulation,
+    LearningRate,
+    LrSchedule,
+    MaxLength,
+    MaxSteps,
+    TimeBudgetS,
+    TrainingDefaults,
+    WarmupSteps,
+)
 
 S3_CONNECT_TIMEOUT_S = 5.0
 S3_READ_TIMEOUT_S = 10.0
@@ -193,7 +209,12 @@ class ApiSettings(BaseModel):
 class NodeSettings(BaseModel):
     api_addresses: list[str] = Field(default_factory=lambda: ["127.0.0.1:50051"])
     token: str | None = None
-    node_id: str | None = None
+    node_id: str | None = Field(
+        default=None,
+        description="This node's id in the admin list; default: the one it had before, kept in "
+        "`{home}/node-id-{device}`, first made from the host name and the device (`gpu-a-cuda0`, "
+        "`laptop-cpu`).",
+    )
     device: str = Field(default="auto", description="auto, cpu or cuda")
     device_index: int = 0
     compute_type: str = Field(default="auto", description="auto: int8_float16 on CUDA, int8 on CPU")
@@ -296,7 +317,48 @@ class JobSettings(BaseModel):
         description="How long a build job keeps retrying a report the API service could not take "
         "(unavailable, restarting, overloaded) before the report, and so the build, fails.",
     )
+    # The deployment's training defaults: each beats the base model's manifest and loses to the
+    # build's own option of the same name (docs/build-options.md, "Where the defaults come from").
+    max_steps: MaxSteps | None = Field(default=None, description="Default `maxSteps` of fine-tunes.")
+    time_budget_s: TimeBudgetS | None = Field(
+        default=None, description="Default `timeBudgetS` of fine-tunes."
+    )
+    learning_rate: LearningRate | None = Field(
+        default=None, description="Default `learningRate` of fine-tunes (about 1e-4 suits NLLB-200)."
+    )
+    lr_schedule: LrSchedule | None = Field(default=None, description="Default `lrSchedule` of fine-tunes.")
+    warmup_steps: WarmupSteps | None = Field(default=None, description="Default `warmupSteps` of fine-tunes.")
+    freeze: list[FreezablePart] | None = Field(
+        default=None, description='Default `freeze` of fine-tunes, a JSON list such as `["embeddings"]`.'
+    )
+    batch_size: BatchSize | None = Field(default=None, description="Default `batchSize` of fine-tunes.")
+    gradient_accumulation: GradientAccumulation | None = Field(
+        default=None, description="Default `gradientAccumulation` of fine-tunes."
+    )
+    max_length: MaxLength | None = Field(default=None, description="Default `maxLength` of fine-tunes.")
+    eval_share: EvalShare | None = Field(default=None, description="Default `evalShare` of fine-tunes.")
+    publish_worse_models: bool = Field(
+        default=True,
+        description="Whether a fine-tune whose held-out chrF is below the base model's is published "
+        "(the build completes and says so in its message and diagnostics) or refused (the build "
+        "faults and the engine keeps the model it had).",
+    )
     clearml: ClearMLSettings = Field(default_factory=ClearMLSettings)
+
+    def training_defaults(self) -> TrainingDefaults:
+        """The deployment's training defaults, as `BuildOptions.training` takes them."""
+        return TrainingDefaults.model_validate({key: getattr(self, key) for key in TRAINING_KEYS})
+
+    def training_environment(self) -> dict[str, str]:
+        """`SERVAL_JOBS__…` variables for the training defaults and `publish_worse_models` that
+        were set, for a launcher to hand its build jobs (lists as JSON)."""
+        return {
+            f"SERVAL_JOBS__{name.upper()}": json.dumps(value)
+            if isinstance(value, list | bool)
+            else str(value)
+            for name in (*TRAINING_KEYS, "publish_worse_models")
+            if name in self.model_fields_set and (value := getattr(self, name)) is not None
+        }
 
 
 class AuthSettings(BaseModel):

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from build_jobs.base_model import convert_to_ctranslate2, import_hf_checkpoint, make_tiny_base_model
+from build_jobs.base_model import (
+    CheckpointRefused,
+    convert_to_ctranslate2,
+    import_hf_checkpoint,
+    make_tiny_base_model,
+)
 from build_jobs.base_model.tiny import make_tiny_model
 from build_jobs.base_model.tokenizer import load_nllb_tokenizer
 from serval_common.languages import NLLB_LANGUAGE_CODES
@@ -155,17 +160,17 @@ def test_import_hf_checkpoint(tiny: TinyBaseModel, tmp_path: Path) -> None:
     assert _translate(ct2_dir, "Jesus wept.")[0] == "swh_Latn"
 
 
-def test_import_hf_checkpoint_needs_config_and_sentencepiece(tiny: TinyBaseModel, tmp_path: Path) -> None:
+def test_import_hf_checkpoint_needs_config_and_weights(tiny: TinyBaseModel, tmp_path: Path) -> None:
+    """More refusals, through the CLI: tests/test_base_model_import.py."""
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir()
     (checkpoint / "sentencepiece.bpe.model").write_bytes(
         (tiny.hf_dir / "sentencepiece.bpe.model").read_bytes()
     )
-    with pytest.raises(ValueError, match=r"config\.json"):
+    with pytest.raises(CheckpointRefused, match=r"config\.json"):
         import_hf_checkpoint(checkpoint, tmp_path / "work")
-    (checkpoint / "sentencepiece.bpe.model").unlink()
     (checkpoint / "config.json").write_text((tiny.hf_dir / "config.json").read_text())
-    with pytest.raises(ValueError, match=r"sentencepiece\.bpe\.model"):
+    with pytest.raises(CheckpointRefused, match=r"model\.safetensors"):
         import_hf_checkpoint(checkpoint, tmp_path / "work")
 
 

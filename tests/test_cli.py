@@ -1,5 +1,6 @@
 """The `serval` command: every sub-command has help, and the admin commands work on a fresh
-database (so a new install is never locked out)."""
+database when asked to make it (`--create`), so a new install is never locked out
+(tests/test_admin_tools.py: the database they name and the one they refuse)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_help(command: list[str]) -> None:
 
 def test_api_keys_on_a_fresh_database(tmp_path: Path, empty_database_url: str) -> None:
     home = ["--home", str(tmp_path), "--database-url", empty_database_url]
-    created = runner.invoke(app, ["admin", "api-key", "create", "--owner", "alice", *home])
+    created = runner.invoke(app, ["admin", "api-key", "create", "--owner", "alice", "--create", *home])
     assert created.exit_code == 0, created.output
     key = created.output.strip().splitlines()[-1]
     assert key.startswith("serval_")
@@ -63,7 +64,7 @@ def test_api_keys_on_a_fresh_database(tmp_path: Path, empty_database_url: str) -
 
 def test_node_tokens_on_a_fresh_database(tmp_path: Path, empty_database_url: str) -> None:
     home = ["--home", str(tmp_path), "--database-url", empty_database_url]
-    created = runner.invoke(app, ["admin", "node-token", "create", "--name", "gpu-pool", *home])
+    created = runner.invoke(app, ["admin", "node-token", "create", "--name", "gpu-pool", "--create", *home])
     assert created.exit_code == 0, created.output
     token = created.output.strip().splitlines()[-1]
     listed = runner.invoke(app, ["admin", "node-token", "list", *home])

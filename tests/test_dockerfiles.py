@@ -75,7 +75,9 @@ IMAGES = {
     ),
     "jobs": Image(
         dockerfile="docker/build-jobs.Dockerfile",
-        extras=frozenset({"jobs", "smt", "clearml"}),
+        # `api` too: on a single server this image runs `serval api` with local build jobs
+        # (deploy/compose.yaml), the one launcher that needs the training stack beside the service.
+        extras=frozenset({"api", "jobs", "smt", "clearml"}),
         cuda=True,
         command=("python3", "-m", "build_jobs", "--help"),
         packages=("build_jobs", "serval_common", "serval"),

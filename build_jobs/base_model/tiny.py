@@ -28,6 +28,11 @@ PAD_ID = 1
 EOS_ID = 2
 IGNORED_LABEL = -100
 
+TRAINING_DEFAULTS = {"learning_rate": 1e-3}
+"""The tiny model's own training defaults, which its base model manifest carries (the checkpoint
+folder's `serval-training-defaults.json`, read by `publish_base_model`): a model this small needs
+a rate ten times a real NLLB-200's to learn within a demo's few hundred steps."""
+
 
 @dataclass(frozen=True)
 class Example:
@@ -76,7 +81,19 @@ def make_tiny_model(
         with without_progress_bars():
             model.save_pretrained(str(out_dir))
     save_nllb_tokenizer(tokenizer, out_dir / SENTENCEPIECE_MODEL, out_dir)
+    write_training_defaults(out_dir)
     return out_dir
+
+
+def write_training_defaults(hf_dir: Path) -> None:
+    """Put `TRAINING_DEFAULTS` into the checkpoint folder, where `publish_base_model` finds them."""
+    from build_jobs.publish import TRAINING_DEFAULTS_FILE
+    from serval_common.build_options import TrainingDefaults
+
+    defaults = TrainingDefaults.model_validate(TRAINING_DEFAULTS)
+    (hf_dir / TRAINING_DEFAULTS_FILE).write_text(
+        defaults.model_dump_json(exclude_none=True), encoding="utf-8"
+    )
 
 
 def _parallel_pairs(source_lines: Sequence[str], target_lines: Sequence[str]) -> list[tuple[str, str]]:

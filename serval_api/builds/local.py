@@ -150,8 +150,8 @@ def job_environment(
 ) -> dict[str, str]:
     """What a build job needs and nothing more: PATH, HOME, temp folders, locale, TLS trust,
     proxies and thread settings from `parent` (this process's environment), the model store's S3
-    settings, the job settings it reads, its job token and this process's id. The store URL and
-    the API address travel as arguments."""
+    settings, the job settings it reads (the deployment's training defaults among them), its job
+    token and this process's id. The store URL and the API address travel as arguments."""
     source = os.environ if parent is None else parent
     environment = {
         name: value
@@ -174,6 +174,7 @@ def job_environment(
         PARENT_PID_ENV: str(os.getpid()),
     }
     environment.update({name: value for name, value in own.items() if value})
+    environment.update(jobs.training_environment())
     environment.update(_tls_environment(settings))
     environment.update(spec.environment())
     return environment

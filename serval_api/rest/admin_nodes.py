@@ -11,7 +11,8 @@ from fastapi import APIRouter, status
 
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.protocol import Model
-from serval_api.service import admin
+from serval_api.service import admin, admin_engines
+from serval_api.service.context import Services
 
 router = APIRouter(prefix="/api/v1/admin", tags=["Admin"])
 
@@ -28,6 +29,10 @@ class NodeModel(Model):
     trained_through: int | None = None
     """smt-transfer: the number of the engine's trained segment the READY model has learned up to
     (every segment up to it is in the model)."""
+    engine_name: str | None = None
+    """The engine's name, where it has one."""
+    base_model: str | None = None
+    """A base model served as it is, with no engine (`engineId` "", revision 0): its name."""
 
 
 class Node(Model):
@@ -63,12 +68,13 @@ class NodeEngineConfig(Model):
 
 @router.get("/nodes", response_model=list[Node], response_model_exclude_none=True)
 async def list_nodes(services: ServicesDep, caller: CallerDep) -> list[Node]:
-    return [node_dto(n) for n in await admin.list_nodes(services, caller)]
+    return await node_dtos(services, await admin.list_nodes(services, caller))
 
 
 @router.get("/nodes/{node_id}", response_model=Node, response_model_exclude_none=True)
 async def get_node(node_id: str, services: ServicesDep, caller: CallerDep) -> Node:
-    return node_dto(await admin.get_node(services, caller, node_id))
+    [node] = await node_dtos(services, [await admin.get_node(services, caller, node_id)])
+    return node
 
 
 @router.post("/nodes/{node_id}/drain", response_model=Node, response_model_exclude_none=True)
@@ -76,12 +82,14 @@ async def drain_node(
     node_id: str, services: ServicesDep, caller: CallerDep, config: NodeDrainConfig | None = None
 ) -> Node:
     reason = config.reason if config is not None else ""
-    return node_dto(await admin.drain_node(services, caller, node_id, reason))
+    [node] = await node_dtos(services, [await admin.drain_node(services, caller, node_id, reason)])
+    return node
 
 
 @router.post("/nodes/{node_id}/undrain", response_model=Node, response_model_exclude_none=True)
 async def undrain_node(node_id: str, services: ServicesDep, caller: CallerDep) -> Node:
-    return node_dto(await admin.undrain_node(services, caller, node_id))
+    [node] = await node_dtos(services, [await admin.undrain_node(services, caller, node_id)])
+    return node
 
 
 @router.post(
@@ -94,15 +102,26 @@ async def load_engine(
     node_id: str, config: NodeEngineConfig, services: ServicesDep, caller: CallerDep
 ) -> Node:
     """Pre-warm: the node starts loading the engine's revision; poll the node to see it ready."""
-    return node_dto(await admin.load_engine(services, caller, node_id, config.engine_id, config.revision))
+    [node] = await node_dtos(
+        services, [await admin.load_engine(services, caller, node_id, config.engine_id, config.revision)]
+    )
+    return node
 
 
 @router.delete("/nodes/{node_id}/models/{engine_id}", response_model=Node, response_model_exclude_none=True)
 async def unload_engine(node_id: str, engine_id: str, services: ServicesDep, caller: CallerDep) -> Node:
-    return node_dto(await admin.unload_engine(services, caller, node_id, engine_id))
+    [node] = await node_dtos(services, [await admin.unload_engine(services, caller, node_id, engine_id)])
+    return node
 
 
-def node_dto(view: admin.NodeView) -> Node:
+async def node_dtos(services: Services, views: list[admin.NodeView]) -> list[Node]:
+    """`views` as the API answers them, each revision a node holds with its engine's name."""
+    names = await admin_engines.engine_names(services, [m.engine_id for v in views for m in v.models])
+    return [node_dto(view, names) for view in views]
+
+
+def node_dto(view: admin.NodeView, engine_names: dict[str, str] | None = None) -> Node:
+    names = engine_names or {}
     return Node(
         id=view.id,
         status=view.status,
@@ -124,6 +143,8 @@ def node_dto(view: admin.NodeView) -> Node:
                 size_bytes=m.size_bytes,
                 weights=m.weights,
                 trained_through=m.trained_through,
+                engine_name=names.get(m.engine_id),
+                base_model=m.base_model or None,
             )
             for m in view.models
         ],

@@ -32,24 +32,52 @@ router = APIRouter(prefix="/api/v1/files", tags=["Data Files"])
 # Room for the multipart boundaries, part headers and the small `format` and `name` fields.
 _FORM_OVERHEAD_BYTES = 64 << 10
 
-_UPLOAD_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file", "format"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "format": {"type": "string", "enum": [f.value for f in FileFormat]},
-                        "name": {"type": "string"},
-                    },
-                }
-            }
-        },
-    }
+_FILE_PART = {
+    "type": "string",
+    "format": "binary",
+    "description": "The file's bytes: a UTF-8 text file with one segment (e.g. one verse) a line, "
+    "or a Paratext project's backup zip.",
 }
+
+
+def _multipart_body(description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {"type": "object", "required": required, "properties": properties}
+                }
+            },
+        }
+    }
+
+
+_UPLOAD_BODY = _multipart_body(
+    "A multipart/form-data form with the part `file` (the file itself), the field `format` (`Text` "
+    "or `Paratext`) and, optionally, the field `name`.",
+    {
+        "file": _FILE_PART,
+        "format": {
+            "type": "string",
+            "enum": [f.value for f in FileFormat],
+            "description": "`Text`: plain UTF-8 text, one segment a line (line N of a source pairs "
+            "with line N of its target); `Paratext`: a zip of a Paratext project (Settings.xml and "
+            "its USFM books), paired by verse.",
+        },
+        "name": {
+            "type": "string",
+            "description": "The file's name as listed; default: the file part's file name.",
+        },
+    },
+    ["file", "format"],
+)
+_REPLACE_BODY = _multipart_body(
+    "A multipart/form-data form with the part `file`: the new contents (the format and name stay).",
+    {"file": _FILE_PART},
+    ["file"],
+)
 
 
 class _Upload:
@@ -190,7 +218,7 @@ def _ascii_fallback(filename: str) -> str:
 
 
 @router.patch(
-    "/{file_id}", response_model=DataFile, response_model_exclude_none=True, openapi_extra=_UPLOAD_BODY
+    "/{file_id}", response_model=DataFile, response_model_exclude_none=True, openapi_extra=_REPLACE_BODY
 )
 async def update_file(file_id: str, request: Request, services: ServicesDep, caller: CallerDep) -> DataFile:
     """Replaces the contents (multipart `file`); the format and name stay."""

@@ -39,6 +39,8 @@ from serval_api.service.text_translation import TextModel, TextTranslation
 
 SHOWN_CHARS = 20
 """How much of a client's value an error message quotes."""
+SHOWN_LANGUAGES = 12
+"""Up to how many languages a refusal names; beyond it, it points at `/languages`."""
 ANONYMOUS = Caller(owner="", scopes=frozenset({READ_ENGINES}))
 """Who reads `/languages` without a key: it may see the public base model's languages, as anyone
 may see LibreTranslate's."""
@@ -63,7 +65,7 @@ async def translate(services: Services, request: Request) -> dict[str, Any]:
     pairs = _Pairs.of(model)
     target_code = nllb_code(target, model.languages)
     if target_code is None:
-        raise InvalidArgument(f"{_shown(target)} is not supported")
+        raise InvalidArgument(f"{_shown(target)} is not supported; {_supported('into', pairs.all_targets())}")
     detected: list[Detection] | None = None
     if source.strip().lower() == AUTO:
         detected = await asyncio.to_thread(_detect_each, texts, pairs.sources, text_format)
@@ -71,7 +73,7 @@ async def translate(services: Services, request: Request) -> dict[str, Any]:
     else:
         source_code = nllb_code(source, pairs.sources)
         if source_code is None:
-            raise InvalidArgument(f"{_shown(source)} is not supported")
+            raise InvalidArgument(f"{_shown(source)} is not supported; {_supported('from', pairs.sources)}")
         sources = [source_code] * len(texts)
     for source_code in dict.fromkeys(sources):
         same = detected is not None and source_code == target_code
@@ -108,6 +110,14 @@ async def translate(services: Services, request: Request) -> dict[str, Any]:
         shown = [_detection(d) for d in detected]
         answer["detectedLanguage"] = shown if batch else shown[0]
     return answer
+
+
+def _supported(direction: str, codes: tuple[str, ...]) -> str:
+    """What a refusal adds: the languages the key does translate from or into."""
+    if len(codes) > SHOWN_LANGUAGES:
+        return f"translate {direction} one of the {len(codes)} languages /languages lists"
+    named = [f"{language_name(code)} ({libre_code(code)})" for code in codes]
+    return f"translate {direction} {' or '.join(named) if len(named) <= 2 else ', '.join(named)}"
 
 
 async def detect_languages(services: Services, request: Request) -> list[dict[str, Any]]:
@@ -170,6 +180,9 @@ class _Pairs:
     @property
     def sources(self) -> tuple[str, ...]:
         return self.languages[:1] if self.bound else self.languages
+
+    def all_targets(self) -> tuple[str, ...]:
+        return self.languages[1:] if self.bound else self.languages
 
     def targets(self, source: str) -> tuple[str, ...]:
         if self.bound:

@@ -46,6 +46,8 @@ class NodeModelView:
     """The weights identity the revision serves; "" while the node has not said."""
     trained_through: int | None = None
     """Families that learn segments: the pair number the READY model has learned up to."""
+    base_model: str = ""
+    """A base model served as it is (no engine: `engine_id` "" and revision 0): its name."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,7 @@ def _view(row: Node | None, session: NodeSession | None, node_id: str) -> NodeVi
             size_bytes=session.models.size_of(key),
             weights=key.weights,
             trained_through=session.trained_through(key.location),
+            base_model=key.base_model,
         )
         for key in sorted(session.held(), key=lambda k: (k.engine_id, k.revision))
     ]

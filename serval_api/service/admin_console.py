@@ -30,8 +30,10 @@ from serval_api.db.models import (
     WebhookDelivery,
     utcnow,
 )
+from serval_api.errors import Unavailable
 from serval_api.service import admin
 from serval_api.service.context import Services
+from serval_common.aio import wait_changed
 
 RECENT_FAILURES = 20
 """How many faulted builds the console shows, newest first."""
@@ -44,6 +46,10 @@ OVERVIEW_MAX_WAIT_S = 25.0
 browser then polls again. Below common proxies' 30 s idle timeouts."""
 OVERVIEW_TICK_S = 1.0
 """How often a waiting overview poll re-reads the fleet and the database."""
+RECENT_BUILDS = 50
+"""How many builds of any state the console's build history shows, newest first."""
+SERVICE_STOPPING = "the API service is stopping (a restart or a shutdown); try again when it is back"
+STOPPING_RETRY_AFTER_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,9 @@ class BuildsView:
     """Build jobs the job launcher holds waiting for a slot."""
     recent_failures: list[BuildView]
     """Faulted builds of the last `RECENT_FAILURE_DAYS` days, newest first."""
+    recent: list[BuildView] = dataclasses.field(default_factory=list)
+    """The last `RECENT_BUILDS` builds of every state and owner, newest first (answered, not
+    part of the overview's version)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ class Overview:
 
 async def builds(services: Services, caller: Caller) -> BuildsView:
     caller.require(ADMIN)
-    return await _builds(services)
+    return await _with_history(services, await _builds(services))
 
 
 async def summary(services: Services, caller: Caller) -> SummaryView:
@@ -142,17 +151,32 @@ async def summary(services: Services, caller: Caller) -> SummaryView:
 async def overview(services: Services, caller: Caller, since: str | None, wait_s: float) -> Overview:
     """Everything the console shows. With `since` (a `version` answered before), wait up to
     `wait_s` (at most `OVERVIEW_MAX_WAIT_S`) until the answer differs from that one; then, or when
-    the wait is over, answer what there is."""
+    the wait is over, answer what there is. A wait counts as one of the key's long polls; when
+    the service starts to stop it ends at once with `Unavailable` (`SERVICE_STOPPING`), so an
+    open console never holds a shutdown."""
     caller.require(ADMIN)
     loop = asyncio.get_running_loop()
     wait = min(max(wait_s, 0.0), OVERVIEW_MAX_WAIT_S, services.long_poll_max_s)
     deadline = loop.time() + wait
-    while True:
-        current = await _overview(services, caller)
-        left = deadline - loop.time()
-        if since is None or current.version != since or left <= 0:
-            return current
-        await asyncio.sleep(min(OVERVIEW_TICK_S, left))
+    current = await _overview(services, caller)
+    if since is None or current.version != since or wait <= 0:
+        return await _answered(services, current)
+    async with services.quotas.long_poll(caller):
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                return await _answered(services, current)
+            if await wait_changed(services.stopping, min(OVERVIEW_TICK_S, left)):
+                raise Unavailable(SERVICE_STOPPING, retry_after_s=STOPPING_RETRY_AFTER_S)
+            current = await _overview(services, caller)
+            if current.version != since:
+                return await _answered(services, current)
+
+
+async def _answered(services: Services, current: Overview) -> Overview:
+    """`current` with the build history, read once per answer rather than on every tick of a
+    wait: a build that ends leaves the running ones, which the version already follows."""
+    return dataclasses.replace(current, builds=await _with_history(services, current.builds))
 
 
 async def _overview(services: Services, caller: Caller) -> Overview:
@@ -192,16 +216,30 @@ async def _builds(services: Services) -> BuildsView:
                 .limit(RECENT_FAILURES)
             )
         ).all()
-    views = [_build(build, kind) for build, kind in unfinished]
+    views = [build_view(build, kind) for build, kind in unfinished]
     return BuildsView(
         running=[v for v in views if v.state == BuildState.ACTIVE.value],
         queued=[v for v in views if v.state == BuildState.PENDING.value],
         queue_depth=services.launcher.queue_depth(),
-        recent_failures=[_build(build, kind) for build, kind in faulted],
+        recent_failures=[build_view(build, kind) for build, kind in faulted],
     )
 
 
-def _build(build: Build, engine_type: str) -> BuildView:
+async def _with_history(services: Services, view: BuildsView) -> BuildsView:
+    """`view` with the last `RECENT_BUILDS` builds of every state and owner, newest first."""
+    async with services.db.session() as s:
+        recent = (
+            await s.execute(
+                select(Build, Engine.type)
+                .join(Engine, Engine.id == Build.engine_id)
+                .order_by(Build.date_created.desc(), Build.id)
+                .limit(RECENT_BUILDS)
+            )
+        ).all()
+    return dataclasses.replace(view, recent=[build_view(build, kind) for build, kind in recent])
+
+
+def build_view(build: Build, engine_type: str) -> BuildView:
     phase = build.phases[-1] if build.phases else {}
     return BuildView(
         id=build.id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -78,6 +79,9 @@ class Services:
     fleet: Fleet | None = None
     """Admin control of the nodes connected to this replica; None where no node API runs."""
     long_poll_max_s: float = LONG_POLL_MAX_S
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the service starts to stop: long polls that would hold its shutdown (the web
+    console's overview) answer at once."""
 
     @cached_property
     def store(self) -> ModelStore:

@@ -7,8 +7,9 @@ Codes Serval defines keep its numbers, category, severity and message (`BuildDia
 not know), `MODEL-0003` (a book's pretranslations unusually unsure), `MODEL-0004` (unknown languages
 and nothing to train on). This service's own start at 1001 in their category: the export's warnings
 (`CONFIG-1001`, `CONFIG-1002`), what the build accepted but ignores, as Serval does (`CONFIG-1003`:
-build options the engine type does not take, an engine corpus's side filters), a build job's
-warnings (`JOB-1001`) and a fault (`BUILD-1001`).
+build options the engine type does not take, an engine corpus's side filters), the training
+hyperparameters a fine-tune used (`CONFIG-1004`, Info), a fine-tune that lowered the held-out chrF
+(`MODEL-1001`), a build job's warnings (`JOB-1001`) and a fault (`BUILD-1001`).
 Every text of the older `warnings` list is also a diagnostic's message.
 """
 
@@ -121,6 +122,18 @@ def ignored_options(engine_type: str, keys: Sequence[str]) -> Diagnostic:
 def ignored_filters(message: str, *, field: str, corpus_id: str) -> Diagnostic:
     """An engine corpus named with `sourceFilters` / `targetFilters`, which Serval ignores there."""
     return diagnostic("CONFIG-1003", Severity.WARN, message, {"field": field, "corpusId": corpus_id})
+
+
+def training_hyperparameters(description: str, data: dict[str, Any]) -> Diagnostic:
+    """The hyperparameters a fine-tune used and where each came from (`data.sources`: the build's
+    options, the deployment's settings, the base model's defaults or the code's)."""
+    return diagnostic("CONFIG-1004", Severity.INFO, f"Fine-tuned with {description}.", data)
+
+
+def worse_chrf(message: str, before: float, after: float, *, published: bool) -> Diagnostic:
+    """Fine-tuning lowered the held-out chrF below the base model's (`message` says so)."""
+    data = {"chrfBefore": round(before, 2), "chrfAfter": round(after, 2), "published": published}
+    return diagnostic("MODEL-1001", Severity.WARN, message, data)
 
 
 def job_warning(message: str) -> Diagnostic:

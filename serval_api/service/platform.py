@@ -16,8 +16,9 @@ from serval_api.service import confidences, diagnostics, limits, pretranslations
 from serval_api.service.build_transitions import apply_job_change
 from serval_api.service.context import Services
 from serval_common.families import family
+from serval_common.fine_tune_scores import chrf_worse, worse_sentence
 from serval_common.jobs import CANCELED_EXIT_CODE
-from serval_common.manifest import resolve_revision
+from serval_common.manifest import Manifest, ResolvedRevision, resolve_revision
 from serval_common.model_revision import ModelRevision
 from serval_common.redact import error_reference, redact, secret_values
 
@@ -70,7 +71,8 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
     if corpus_size < 0:
         raise InvalidArgument(f"corpus_size: expected 0 or more, not {corpus_size}")
 
-    weights = await _published_weights(services, build_id)
+    published = await _published_revision(services, build_id)
+    weights = None if published is None else published.weights
     summary = await confidences.build_summary(services, build_id)
 
     def change(build: Build, engine: Engine) -> None:
@@ -78,6 +80,8 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
             build.execution_data = _with_confidences(
                 build, summary, services.settings.jobs.default_base_model
             )
+        if published is not None:
+            build.execution_data = _with_training(build.execution_data, published.manifest)
         build.state = BuildState.COMPLETED.value
         build.date_finished = utcnow()
         build.progress = 1.0
@@ -114,11 +118,31 @@ def _with_confidences(build: Build, summary: confidences.Summary, default_model:
     }
 
 
-async def _published_weights(services: Services, build_id: str) -> str | None:
-    """The weights identity of the revision the build published, read from its manifest (two
-    small store reads); None for a build that published none (the echo types) or when the
-    store cannot say now: the revision then serves all the same, and nodes report its weights
-    once one loads it."""
+def _with_training(recorded: dict[str, Any] | None, manifest: Manifest) -> dict[str, Any] | None:
+    """The execution data with what a fine-tuned revision's manifest says of its training: the
+    hyperparameters it used (`CONFIG-1004`) and, when it lowered the held-out chrF, a `MODEL-1001`
+    warning, also in `warnings` for clients that read only those."""
+    hyperparameters = manifest.hyperparameters
+    if hyperparameters is None:
+        return recorded
+    recorded = recorded or {}
+    added = [diagnostics.training_hyperparameters(hyperparameters.describe(), hyperparameters.wire())]
+    warnings = list(recorded.get("warnings") or [])
+    before, after = manifest.scores.get("chrf_before"), manifest.scores.get("chrf_after")
+    if before is not None and after is not None and chrf_worse(before, after):
+        sentence = worse_sentence(
+            before, after, published=True, learning_rate=hyperparameters.values.learning_rate
+        )
+        added.append(diagnostics.worse_chrf(sentence, before, after, published=True))
+        warnings += [] if sentence in warnings else [sentence]
+    return {**recorded, "warnings": warnings, **diagnostics.merged(recorded, added)}
+
+
+async def _published_revision(services: Services, build_id: str) -> ResolvedRevision | None:
+    """The manifests of the revision the build published (two small store reads: its weights
+    identity and what its training reports); None for a build that published none (the echo
+    types) or when the store cannot say now: the revision then serves all the same, and nodes
+    report its weights once one loads it."""
     async with services.db.session() as s:
         build = await s.get(Build, build_id)
         engine = None if build is None else await s.get(Engine, build.engine_id)
@@ -135,7 +159,7 @@ async def _published_weights(services: Services, build_id: str) -> str | None:
             extra={"build_id": build_id, "model": location, "error": redact(str(exc))},
         )
         return None
-    return resolved.weights
+    return resolved
 
 
 async def _prefetch(services: Services, build_id: str, weights: str) -> tuple[str, int] | None:

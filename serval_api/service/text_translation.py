@@ -42,6 +42,7 @@ from serval_api.routing.work import Served, TranslateWork
 from serval_api.service import translation
 from serval_api.service.context import Services
 from serval_common.core import Detail, TranslationResult
+from serval_common.languages import describe_languages
 from serval_common.manifest import ManifestError, resolve_revision
 from serval_common.model_revision import ModelRevision
 
@@ -205,7 +206,10 @@ def _unknown_language(code: str, model: TextModel) -> str:
         source, target = model.languages
         return f"This key translates {source} to {target} only; choose those languages."
     shown = code if len(code) <= 20 else code[:20] + "…"
-    return f"{shown!r} is not a language this service translates; choose one from its language list."
+    return (
+        f"{shown!r} is not a language this service translates; its model {model.name} knows "
+        f"{describe_languages(model.languages)}, so choose one of those."
+    )
 
 
 async def _translate_sentence(

@@ -177,6 +177,8 @@ REST_ENDPOINTS: list[Rest] = [
     Rest("GET", ADMIN_PATH + "/builds", ADMIN, 200),
     Rest("GET", ADMIN_PATH + "/summary", ADMIN, 200),
     Rest("GET", ADMIN_PATH + "/overview", ADMIN, 200),
+    Rest("GET", ADMIN_PATH + "/engines", ADMIN, 200),
+    Rest("GET", ADMIN_PATH + "/base-models", ADMIN, 200),
     # Serval 1.20's key management: an administrator's scopes, which no ordinary key holds.
     Rest(
         "POST",

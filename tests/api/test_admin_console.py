@@ -1,17 +1,24 @@
-"""What the web console reads (`/api/v1/admin/builds`, `/summary`, `/overview`): builds of every
-owner with their progress and phase, recent failures with their message, counts per family and
-owner, the webhook backlog, and the overview's bounded long poll; all of it for admins only."""
+"""What the web console reads (`/api/v1/admin/builds`, `/summary`, `/engines`, `/base-models`,
+`/overview`): builds of every owner with their progress and phase, recent failures with their
+message and the build history, counts per family and owner, the webhook backlog, every engine with
+its last build and bound keys, the base models with the languages each knows, and the overview's
+bounded long poll; all of it for admins only, and a 403 that says which scope is missing and how to
+get a key with it."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from serval_api.auth import ADMIN, ALL_ENGINE_SCOPES, CREATE_HOOKS, READ_ENGINES
+from serval_api.auth import ADMIN, ALL_ENGINE_SCOPES, CREATE_HOOKS, READ_ENGINES, READ_FILES
+from serval_common.languages import NLLB_LANGUAGE_CODES
+from serval_common.manifest import Manifest, publish_folder
 from tests.api.conftest import (
     LONG_POLL_MAX_S,
     RunningApi,
@@ -21,7 +28,7 @@ from tests.api.conftest import (
     start_build,
 )
 
-ROUTES = ("/admin/builds", "/admin/summary", "/admin/overview")
+ROUTES = ("/admin/builds", "/admin/summary", "/admin/overview", "/admin/engines", "/admin/base-models")
 
 
 @pytest.fixture
@@ -124,3 +131,88 @@ def test_overview_long_poll_answers_a_change_or_when_the_wait_is_over(
     assert changed["version"] != moved["version"]
     assert changed["builds"]["running"][0]["progress"] == pytest.approx(0.5)
     assert admin.get("/admin/overview", params={"wait": -1}).status_code == 400
+
+
+def test_the_missing_scope_is_named_with_the_command_that_makes_a_key_with_it(api: RunningApi) -> None:
+    with (
+        api.client(owner="team", scopes=(READ_ENGINES,)) as team,
+        api.client("files", (READ_FILES,)) as files,
+    ):
+        refused = team.get("/admin/overview")
+        assert refused.status_code == 403
+        assert "needs the scope 'admin'" in refused.json()["message"]
+        assert "serval admin api-key create --owner <owner> --scope admin" in refused.json()["message"]
+        engines = files.get("/translation/engines")  # a Serval route: the same 403, the same shape
+        assert engines.status_code == 403
+        assert "'read:translation_engines'" in engines.json()["message"]
+        assert "--scope read:translation_engines" in engines.json()["message"]
+
+
+def test_engines_with_their_last_build_and_bound_keys_and_the_build_history(
+    api: RunningApi, admin: httpx.Client
+) -> None:
+    with api.client("owner-a") as a, api.client("owner-b") as b:
+        named, faulted, token = start_build(api, a, targetLanguage="fr", name="Psalms draft")
+        report_fault(api, faulted, token, "out of memory at step 12")
+        unbuilt = create_engine(b, targetLanguage="de")["id"]
+        _, running, _ = start_build(api, b, targetLanguage="sw")
+    bound = admin.post(
+        "/admin/api-keys", json={"owner": "owner-a", "scopes": [READ_ENGINES], "engineId": named}
+    ).json()
+    gone = admin.post(
+        "/admin/api-keys", json={"owner": "owner-a", "scopes": [READ_ENGINES], "engineId": named}
+    )
+    assert admin.delete(f"/admin/api-keys/{gone.json()['id']}").status_code == 200
+
+    listed = admin.get("/admin/engines")
+    assert listed.status_code == 200, listed.text
+    engines = {e["id"]: e for e in listed.json()}
+    psalms = engines[named]
+    assert (psalms["name"], psalms["owner"], psalms["engineType"]) == ("Psalms draft", "owner-a", "nmt")
+    assert (psalms["sourceLanguage"], psalms["targetLanguage"], psalms["modelRevision"]) == ("en", "fr", 0)
+    assert psalms["lastBuild"]["id"] == faulted and psalms["lastBuild"]["state"] == "Faulted"
+    assert psalms["lastBuild"]["message"] == "out of memory at step 12"
+    assert [(k["id"], k["owner"]) for k in psalms["boundKeys"]] == [(bound["id"], "owner-a")], "active ones"
+    assert psalms["boundKeys"][0]["prefix"] == bound["prefix"], "the key's start, never its secret"
+    assert engines[unbuilt]["owner"] == "owner-b" and "lastBuild" not in engines[unbuilt]
+    assert engines[unbuilt]["boundKeys"] == []
+
+    history = admin.get("/admin/builds").json()["recent"]
+    assert [b["id"] for b in history] == [running, faulted], "newest first, every owner and state"
+    assert history[1]["message"] == "out of memory at step 12" and history[1]["dateFinished"]
+    assert history[0]["state"] == "Active" and history[0]["dateStarted"]
+
+
+def test_base_models_with_the_languages_each_knows(
+    api: RunningApi, admin: httpx.Client, tmp_path: Path
+) -> None:
+    store = api.service.services.store if api.service.services else None
+    assert store is not None
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "model.bin").write_bytes(b"\0" * 2048)
+    default = api.service.settings.jobs.default_base_model
+    publish_folder(
+        store,
+        f"base-models/{default}",
+        weights,
+        Manifest(kind="base-model", name=default, languages=["eng_Latn", "swh_Latn"], quantization="int8"),
+    )
+    # A manifest written before base models listed their languages: a full NLLB-200 checkpoint.
+    old = Manifest(kind="base-model", name="nllb-200-600m").model_dump(mode="json", exclude={"languages"})
+    store.write_bytes("base-models/nllb-200-600m/manifest.json", json.dumps(old).encode())
+    store.write_bytes("base-models/broken/manifest.json", b"{not json")
+
+    answer = admin.get("/admin/base-models")
+    assert answer.status_code == 200, answer.text
+    models = {m["name"]: m for m in answer.json()["baseModels"]}
+    assert set(models) == {default, "nllb-200-600m"}
+    tiny = models[default]
+    assert tiny["languages"] == ["eng_Latn", "swh_Latn"] and not tiny["allNllbLanguages"]
+    assert tiny["languagesText"] == "eng_Latn and swh_Latn"
+    assert tiny["isDefault"] and tiny["isPublic"] and tiny["sizeBytes"] == 2048
+    full = models["nllb-200-600m"]
+    assert full["allNllbLanguages"] and len(full["languages"]) == len(NLLB_LANGUAGE_CODES)
+    assert not full["isDefault"]
+    [problem] = answer.json()["problems"]
+    assert problem["name"] == "broken"

@@ -321,7 +321,7 @@ def test_serval_admin_sets_a_keys_limits(limited: RunningApi) -> None:
     )
     assert made.exit_code == 0, made.output
     plaintext = made.output.strip().splitlines()[-1]
-    key_id = made.output.split()[2]
+    key_id = made.stdout.split()[2]
     assert caller_of(limited, plaintext).limits == KeyLimits(translate_per_minute=7, max_chars_per_request=9)
 
     changed = runner.invoke(

@@ -160,9 +160,13 @@ def test_libretranslate_clients_and_requests_against_a_real_node(
     own = ok(libre.post("/translate", json={**fields, "q": english[0], "api_key": bound}))
     assert own["translatedText"] == translate(owner, engine["id"], english[0]).json()["translation"]
     refused_pair = libre.post("/translate", json={**fields, "target": "fr", "api_key": bound})
-    assert refused_pair.status_code == 400 and refused_pair.json() == {"error": "fr is not supported"}
+    assert refused_pair.status_code == 400 and refused_pair.json() == {
+        "error": "fr is not supported; translate into Swahili (sw)"
+    }
     wrong_way = libre.post("/translate", json={**fields, "source": "sw", "target": "en", "api_key": bound})
-    assert wrong_way.status_code == 400 and wrong_way.json() == {"error": "sw is not supported"}
+    assert wrong_way.status_code == 400 and wrong_way.json() == {
+        "error": "sw is not supported; translate from English (en)"
+    }
     bound_auto = ok(libre.post("/translate", json={**fields, "source": "auto", "api_key": bound}))
     assert bound_auto["detectedLanguage"]["language"] == "en"
     assert ok(libre.post("/detect", data={"q": swahili[0], "api_key": bound}))[0]["language"] == "en", (
@@ -227,7 +231,11 @@ def test_bad_input_answers_libretranslate_errors_and_never_5xx(
     refused(400, "Invalid request: source parameter must be a string", json={**good, "source": ["en"]})
     for code in ("xx", "klingon", "../../etc/passwd", "q" * 1000, "en\x00", "und", "auto"):
         refused(400, None, json={**good, "target": code})
-    refused(400, "xx is not supported", json={**good, "source": "xx"})
+    refused(
+        400,
+        "xx is not supported; translate from one of the 202 languages /languages lists",
+        json={**good, "source": "xx"},
+    )
     refused(
         400,
         "English (en) is not available as a target language from English (en)",

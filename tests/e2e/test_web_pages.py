@@ -25,15 +25,16 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
 
 from serval_api.auth import ADMIN, READ_ENGINES
 from serval_api.service.keys import create_node_token
+from serval_common.manifest import Manifest, publish_folder
 from serval_common.settings import ApiSettings, Settings
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine, report_fault, report_training, start_build
 from tests.e2e.conftest import BASE_MODEL
-from tests.e2e.nodes import Node, admin_nodes, built_engines, smt_engine
+from tests.e2e.nodes import Node, admin_nodes, built_engines, inference_only_build, smt_engine, translate
 from tests.helpers import fresh_database, publish_tiny_base_model, wait_until
 
 pytestmark = [
@@ -56,7 +57,9 @@ WAIT_MS = 60_000
 """The longest any expectation waits (both passes of `make test` share two cores, and a starved
 node process can miss heartbeats for half a minute)."""
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "images"
-VIEWPORT = {"width": 1200, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
+LAPTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 375, "height": 740}
 SEGMENT = "In the beginning was the Word, and the Word was with God."
 N_BEST = 4
 
@@ -130,8 +133,14 @@ def site(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -> Iter
 class Watched:
     """A page with what it asked for and what its console said."""
 
-    def __init__(self, browser: Browser) -> None:
-        self.context = browser.new_context(viewport=VIEWPORT, service_workers="block")
+    def __init__(
+        self, browser: Browser, viewport: ViewportSize = VIEWPORT, permissions: list[str] | None = None
+    ) -> None:
+        self.context = browser.new_context(
+            viewport=viewport,
+            service_workers="block",
+            permissions=permissions,
+        )
         self.context.set_default_timeout(WAIT_MS)
         self.context.set_default_navigation_timeout(WAIT_MS)
         self.page: Page = self.context.new_page()
@@ -210,8 +219,11 @@ def test_playground_translates_shows_alternatives_confidence_alignment_and_compl
     page.fill("#key", key)
     page.click("#use-key")
     expect(page.locator(f"#model option[value='{engine['id']}']")).to_be_attached()
-    assert page.locator("#languages option").count() >= 200, "every language of the base model"
-    expect(page.locator("#languages option[value='Arabic (arb_Arab)']")).to_be_attached()
+    # Every language the service says the key translates, as LibreTranslate's /languages lists them.
+    served = httpx.get(api.rest_url + "/languages", headers={"X-API-Key": key}, timeout=30).json()
+    assert served, "the base model's languages"
+    expect(page.locator("#languages option")).to_have_count(len(served))
+    expect(page.locator(f"#languages option[value^='{served[0]['name']} (']")).to_be_attached()
     expect(page.locator("#source")).to_have_value("English (eng_Latn)")
     expect(page.locator("#target")).to_have_value("Swahili (swh_Latn)")
 
@@ -228,10 +240,11 @@ def test_playground_translates_shows_alternatives_confidence_alignment_and_compl
     expect(page.locator("#sample-response")).to_contain_text("translatedText")
     assert key not in page.locator("#sample-request").inner_text()
 
-    page.click("#swap")
+    page.click("#swap")  # the translation becomes the text (test_playground_for_a_translators_morning…)
     expect(page.locator("#source")).to_have_value("Swahili (swh_Latn)")
     expect(page.locator("#target")).to_have_value("English (eng_Latn)")
     page.click("#swap")
+    page.fill("#text", SEGMENT)
 
     # The engine through its own API: n-best, per-word confidence, alignment on hover.
     page.select_option("#model", engine["id"])
@@ -282,6 +295,124 @@ def test_playground_translates_shows_alternatives_confidence_alignment_and_compl
     expect(page.locator(f"#model option[value='{engine['id']}']")).to_be_attached()
     watched.assert_clean(key)
     assert playground.stat().st_size > 10_000
+
+
+OFF_SCREEN = """() => [...document.querySelectorAll('body *')]
+    .filter((e) => e.getClientRects().length && e.getBoundingClientRect().right > innerWidth + 0.5)
+    .map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className}`)"""
+"""Every element shown whose right edge lies beyond the viewport (a field that runs off the screen)."""
+
+
+def test_playground_for_a_translators_morning_on_a_laptop_and_a_phone(
+    site: Site, browser: Browser, tmp_path: Path
+) -> None:
+    """As a translator works in it: at 1280×800 the translation sits beside the text, within the
+    screen; Ctrl+Enter translates; Copy puts it on the clipboard; ⇄ turns it round; an engine
+    without a name reads as its type, pair and date; a text over the limit is refused in one
+    sentence that says what to do, with no old translation left under it; the engine chosen is
+    remembered. At 375×740 nothing runs off the screen, and "Translate as I type" translates."""
+    api, engine = site.api, site.engine
+    key = api.api_key("translator", (READ_ENGINES,))
+    limit = httpx.get(api.rest_url + "/frontend/settings", timeout=30).json()["charLimit"]
+    laptop = Watched(browser, LAPTOP, ["clipboard-read", "clipboard-write"])
+    try:
+        page = laptop.page
+        page.goto(api.rest_url + "/")
+        page.fill("#key", key)
+        page.click("#use-key")
+        # The engine has no name: its type, pair and creation date, the id only beside it.
+        option = page.locator(f"#model option[value='{engine['id']}']")
+        expect(option).to_have_text(re.compile(r"^NMT engine, English → Swahili, created \w+"))
+        assert engine["id"] not in option.inner_text()
+        assert engine["id"] in (option.get_attribute("title") or "")
+        expect(page.locator("#count")).to_have_text(f"0 / {limit:,} characters")
+
+        page.fill("#text", SEGMENT)
+        expect(page.locator("#count")).to_have_text(f"{len(SEGMENT)} / {limit:,} characters")
+        page.locator("#text").press("Control+Enter")
+        translation = page.locator("#translation")
+        expect(translation).not_to_be_empty()
+        box = translation.bounding_box()
+        assert box is not None and box["height"] > 0
+        assert box["x"] + box["width"] <= LAPTOP["width"] and box["y"] + box["height"] <= LAPTOP["height"], (
+            f"the translation is within the screen, beside the text: {box}"
+        )
+        source_box = page.locator("#text").bounding_box()
+        assert source_box is not None and source_box["x"] + source_box["width"] <= box["x"], "side by side"
+        translated = translation.inner_text()
+
+        page.click("#copy")
+        expect(page.locator("#copy")).to_have_text("Copied")
+        assert page.evaluate("navigator.clipboard.readText()") == translated
+
+        # ⇄: the languages turn round and the translation becomes the text to translate back.
+        page.click("#swap")
+        expect(page.locator("#source")).to_have_value("Swahili (swh_Latn)")
+        expect(page.locator("#target")).to_have_value("English (eng_Latn)")
+        expect(page.locator("#text")).to_have_value(translated)
+        expect(translation).to_be_empty()
+        page.click("#swap")
+        page.fill("#text", SEGMENT)
+        page.click("#translate")
+        expect(translation).to_have_text(translated)
+
+        # Over the limit: the service's 400, in the translator's words, and the old result gone.
+        too_long = "word " * (limit // 5 + 100)
+        page.fill("#text", too_long)
+        expect(page.locator("#count")).to_contain_text("too long")
+        page.locator("#text").press("Control+Enter")
+        expect(page.locator("#problem")).to_have_text(
+            f"The text is too long: {len(too_long):,} characters, at most {limit:,}. "
+            "Split it and translate each part."
+        )
+        expect(page.locator("#sample-response")).to_contain_text("HTTP 400")
+        expect(translation).to_be_empty()
+        expect(page.locator("#details")).to_be_hidden()
+        expect(page.locator("#copy")).to_be_disabled()
+
+        # A language the model does not know, said before anything is sent.
+        page.fill("#text", SEGMENT)
+        page.fill("#target", "Klingon")
+        page.click("#translate")
+        expect(page.locator("#problem")).to_have_text(
+            "This model does not know “Klingon”: choose a language from the list."
+        )
+
+        # An engine's own limit (its API's 413), read from the refusal into the count.
+        segment_limit = api.service.settings.api.max_segment_chars
+        page.select_option("#model", engine["id"])
+        page.fill("#text", "word " * (segment_limit // 5 + 20))
+        page.locator("#text").press("Control+Enter")
+        expect(page.locator("#problem")).to_have_text(
+            f"The text is too long: {segment_limit + 100:,} characters, at most {segment_limit:,}. "
+            "Split it and translate each part."
+        )
+        expect(page.locator("#count")).to_have_text(
+            f"{segment_limit + 100:,} / {segment_limit:,} characters: too long, split it"
+        )
+
+        # The engine chosen is there again on the next visit.
+        page.reload()
+        expect(page.locator("#model")).to_have_value(engine["id"])
+        laptop.assert_clean(key)
+    finally:
+        laptop.close()
+
+    phone = Watched(browser, PHONE)
+    try:
+        page = phone.page
+        page.goto(api.rest_url + "/")
+        page.fill("#key", key)
+        page.click("#use-key")
+        expect(page.locator("#status")).to_contain_text("languages")
+        page.check("#auto")
+        page.locator("#text").press_sequentially("In the beginning")
+        expect(page.locator("#translation")).not_to_be_empty()  # no button pressed
+        assert page.evaluate(OFF_SCREEN) == [], "nothing runs off a phone's screen"
+        screenshot(page, "playground-phone.png", tmp_path)
+        phone.assert_clean(key)
+    finally:
+        phone.close()
 
 
 def test_playground_completes_a_prefix_with_an_smt_transfer_engine(
@@ -347,7 +478,7 @@ def test_console_shows_the_node_its_model_a_moving_build_and_drains(
     row = page.locator("#nodes tr[data-node='web-node']")
     expect(row).to_contain_text("serving")
     expect(row).to_contain_text("cpu")
-    expect(row.locator(".models")).to_contain_text(f"{engine['id']}/1")
+    expect(row.locator(f".models li[data-engine='{engine['id']}']")).to_contain_text("revision 1")
     expect(row.locator(".models")).to_contain_text("ready")
     expect(row.locator(".models")).to_contain_text("MiB")
     expect(row.locator("meter")).to_have_count(2)
@@ -427,10 +558,82 @@ def test_console_refuses_a_key_without_the_admin_scope(site: Site, watched: Watc
     page.click("#sign-in")
     expect(page.locator("#state")).to_contain_text("not an administrator's")
     expect(page.locator("#state")).to_contain_text("403")
+    expect(page.locator("#state-help")).to_contain_text(
+        "serval admin api-key create --owner <you> --scope admin"
+    )
     expect(page.locator("#panels")).to_be_hidden()
     page.fill("#key", "serval_not-a-key")
     page.click("#sign-in")
     expect(page.locator("#state")).to_contain_text("The key is not accepted")
+    expect(page.locator("#state-help")).to_be_hidden()
+    watched.assert_clean(key)
+
+
+def test_console_shows_engines_build_history_base_models_and_models_by_name(
+    site: Site, tmp_path: Path, watched: Watched
+) -> None:
+    """What an administrator needs besides the fleet: every engine (owner, family, languages,
+    current revision, last build, keys bound), the build history, the base models with the
+    languages each knows, and the models a node holds by engine name rather than internal ids."""
+    api, client = site.api, site.client
+    store = open_store((api.service.settings.home / "store").resolve().as_uri())
+    named = create_engine(client, targetLanguage="fr", name="Psalms draft")
+    inference_only_build(api, client, store, named)
+    translate(client, named["id"], SEGMENT)  # the node now serves it (the base model's weights)
+    failing, faulted, token = start_build(api, client, targetLanguage="de", name="Hymns draft")
+    report_fault(api, faulted, token, "the tokenizer refused at step 3")
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "model.bin").write_bytes(b"\0" * 4096)
+    publish_folder(
+        store,
+        "base-models/pair-only",
+        weights,
+        Manifest(kind="base-model", name="pair-only", languages=["eng_Latn", "swh_Latn"]),
+    )
+    key = api.api_key("ops", (ADMIN,))
+    with httpx.Client(base_url=api.rest_url, headers={"X-API-Key": key}, timeout=30) as http:
+        bound = http.post(
+            "/api/v1/admin/api-keys",
+            json={"owner": "translator", "scopes": [READ_ENGINES], "engineId": named["id"]},
+        )
+        assert bound.status_code == 201, bound.text
+    page = watched.page
+    page.goto(api.rest_url + "/admin")
+    page.fill("#key", key)
+    page.click("#sign-in")
+    expect(page.locator("#state")).to_contain_text("Live")
+
+    psalms = page.locator(f"#engines tr[data-engine='{named['id']}']")
+    for shown in ("Psalms draft", named["id"], "translator", "nmt", "en → fr", "Completed"):
+        expect(psalms).to_contain_text(shown)
+    expect(psalms.locator("td.num")).to_have_text("1")
+    expect(psalms.locator(f".bound li[data-key='{bound.json()['id']}']")).to_contain_text(
+        bound.json()["prefix"]
+    )
+    hymns = page.locator(f"#engines tr[data-engine='{failing}']")
+    expect(hymns).to_contain_text("Faulted")
+    expect(hymns).to_contain_text("the tokenizer refused at step 3")
+    expect(hymns.locator("td.num")).to_have_text("none")
+    page.fill("#engine-filter", "psalms")
+    expect(page.locator("#engines tbody tr")).to_have_count(1)
+    page.fill("#engine-filter", "")
+
+    history = page.locator(f"#history tr[data-build='{faulted}']")
+    expect(history).to_contain_text("Hymns draft")
+    expect(history).to_contain_text(faulted)
+    expect(history).to_contain_text("the tokenizer refused at step 3")
+
+    expect(page.locator("#base-models tr[data-base-model='pair-only']")).to_contain_text("eng_Latn, swh_Latn")
+    base = page.locator(f"#base-models tr[data-base-model='{BASE_MODEL}']")
+    expect(base).to_contain_text("all NLLB languages")
+    expect(base).to_contain_text("default")
+
+    held = page.locator(f"#nodes tr[data-node='web-node'] .models li[data-engine='{named['id']}']")
+    expect(held).to_contain_text("Psalms draft")
+    expect(held).to_contain_text("revision 1")
+    expect(page.locator("#nodes tr[data-node='web-node'] .models")).not_to_contain_text("w-")
+    screenshot(page, "console-engines.png", tmp_path)
     watched.assert_clean(key)
 
 

@@ -21,10 +21,12 @@ export function el(tag, attributes = {}, ...children) {
 
 export class ApiError extends Error {
   // status 0: no answer at all (the service is down, unreachable, or too slow).
-  constructor(status, message, data = null) {
+  // retryAfter: the answer's Retry-After in seconds (429, 503), or null.
+  constructor(status, message, data = null, retryAfter = null) {
     super(message);
     this.status = status;
     this.data = data;
+    this.retryAfter = retryAfter;
   }
 }
 
@@ -64,7 +66,8 @@ export async function call(method, path, { key, body, timeoutMs = 30000, signal 
     const said = data && typeof data === "object" ? data.message || data.error : null;
     let message = said || `${response.status} ${response.statusText}`;
     if (response.status >= 502 && response.status <= 504 && !said) message = `${NOT_ANSWERING} (${response.status}).`;
-    throw new ApiError(response.status, message, data);
+    const retryAfter = Number(response.headers.get("retry-after")) || null;
+    throw new ApiError(response.status, message, data, retryAfter);
   }
   return { data, response, text };
 }

@@ -1,6 +1,7 @@
 // The console (`/admin`): what `serval admin` shows, live. One long poll
 // (`GET /api/v1/admin/overview?since=…&wait=…`) answers nodes, builds and counts once something
-// changed (or after `wait` seconds); health, keys and node tokens are re-read with each answer.
+// changed (or after `wait` seconds); health, keys, node tokens, engines and base models are re-read
+// with each answer. Loaded models and builds show engines by name (from the engine list).
 // A call that fails or times out says so at once, keeps what was shown (marked stale), and the
 // poll is tried again with a growing pause. docs/web-pages.md describes it.
 import {
@@ -27,6 +28,8 @@ const state = {
   failures: 0,
   updatedAt: null,
   grpcPort: 50051,
+  engines: new Map(), // engine id → the admin API's engine
+  engineFilter: "",
 };
 
 const ui = {
@@ -40,11 +43,17 @@ const ui = {
   engineCounts: $("#engine-counts"), webhooks: $("#webhooks"),
   keys: $("#keys tbody"), keyOwner: $("#key-owner"), keyEngine: $("#key-engine"),
   keyScopes: $("#key-scopes"), keyCreated: $("#key-created"), keyPlaintext: $("#key-plaintext"),
+  history: $("#history tbody"), noHistory: $("#no-history"),
+  engines: $("#engines tbody"), noEngines: $("#no-engines"), engineTotal: $("#engine-total"),
+  engineFilter: $("#engine-filter"),
+  baseModels: $("#base-models tbody"), noBaseModels: $("#no-base-models"), baseModelProblems: $("#base-model-problems"),
+  stateHelp: $("#state-help"),
 };
 
 function show(message, kind = "") {
   ui.state.textContent = message;
   ui.state.className = `state ${kind}`;
+  ui.stateHelp.hidden = true;
 }
 
 const sleep = (seconds) =>
@@ -72,8 +81,9 @@ async function live() {
       if (generation !== state.generation) return;
       state.version = data.version;
       state.grpcPort = data.grpcPort;
-      renderOverview(data);
-      await Promise.all([loadHealth(), loadKeys(), loadTokens()]);
+      await Promise.all([loadHealth(), loadKeys(), loadTokens(), loadEngines(), loadBaseModels()]);
+      if (generation !== state.generation) return;
+      renderOverview(data); // after the engines: it names them
       state.failures = 0;
       state.updatedAt = new Date();
       ui.panels.hidden = false;
@@ -86,9 +96,12 @@ async function live() {
         refused(error);
         return;
       }
-      const pause = RETRY_S[Math.min(state.failures, RETRY_S.length - 1)];
+      const stopping = error.status === 503 && error.retryAfter;
+      const pause = stopping ? error.retryAfter : RETRY_S[Math.min(state.failures, RETRY_S.length - 1)];
       state.failures += 1;
-      const what = error.status === 0 ? error.message : `${NOT_ANSWERING} properly: ${error.message}`;
+      const what = error.status === 0 ? error.message
+        : stopping ? `${error.message.charAt(0).toUpperCase()}${error.message.slice(1)}.`
+          : `${NOT_ANSWERING} properly: ${error.message}`;
       const since = state.updatedAt ? ` What is shown is from ${state.updatedAt.toLocaleTimeString()}.` : "";
       ui.panels.classList.add("stale");
       show(`${what} Trying again in ${pause} s.${since}`, "error");
@@ -104,12 +117,14 @@ function refresh() {
   state.wake?.();
 }
 
+// 401: the key itself; 403: a key without the admin scope, and how to make one that has it.
 function refused(error) {
   ui.panels.hidden = true;
   const why = error.status === 401
     ? "The key is not accepted (missing, wrong, revoked or expired)."
     : "This key is not an administrator's: the console needs a key with the admin scope (the service answered 403).";
   show(why, "error refused");
+  ui.stateHelp.hidden = error.status !== 403;
 }
 
 function signIn() {
@@ -175,7 +190,14 @@ function renderNodes(nodes) {
   }));
 }
 
-// One entry per set of weights (one loaded model, with its size), then the engines it serves.
+// An engine by name (with its id), as the engine list knows it; the id alone for one without a name.
+function engineLabel(engineId, name = state.engines.get(engineId)?.name) {
+  return el("span", { class: "engine-label" },
+    name ? el("strong", {}, name) : "", name ? " " : "", el("code", {}, engineId));
+}
+
+// One entry per loaded model (a set of weights, with its size; revisions sharing weights share it),
+// listing what it serves: each engine by name and revision, or the base model served as it is.
 function loadedModels(models) {
   const groups = new Map();
   for (const model of models) {
@@ -185,12 +207,15 @@ function loadedModels(models) {
   }
   return [...groups.entries()].map(([weights, aliases]) => {
     const size = Math.max(...aliases.map((a) => a.sizeBytes || 0));
-    return el("div", { class: "model" },
-      el("span", { class: "weights", title: weights }, weights.length > 18 ? weights.slice(0, 16) + "…" : weights),
-      size ? ` ${bytes(size)}` : "",
+    return el("div", { class: "model", title: `weights ${weights}` },
+      el("span", { class: "sub" }, aliases.length > 1 ? `one model for ${aliases.length}` : "model",
+        size ? `, ${bytes(size)}` : ""),
       el("ul", {}, aliases.map((a) =>
-        el("li", {}, a.engineId ? el("code", {}, `${a.engineId}/${a.revision}`) : "public base model", " ", badge(a.state),
-          a.message ? el("span", { class: "sub" }, ` ${a.message}`) : ""))));
+        el("li", { "data-engine": a.engineId || null },
+          a.engineId
+            ? [engineLabel(a.engineId, a.engineName || undefined), ` revision ${a.revision}`]
+            : ["base model ", el("strong", {}, a.baseModel || "?")],
+          " ", badge(a.state), a.message ? el("span", { class: "sub" }, ` ${a.message}`) : ""))));
   });
 }
 
@@ -217,14 +242,81 @@ function renderBuilds(builds) {
   ui.noBuilds.hidden = live.length > 0;
   ui.builds.replaceChildren(...live.map((b) => buildRow(b, [
     el("code", { title: b.id }, b.id.slice(0, 10)), b.owner,
-    el("span", {}, el("code", {}, b.engineId), " ", el("span", { class: "sub" }, b.engineType)),
+    el("span", {}, engineLabel(b.engineId), " ", el("span", { class: "sub" }, b.engineType)),
     badge(b.state), progress(b), phase(b), b.message || "",
   ])));
   ui.noFailures.hidden = builds.recentFailures.length > 0;
   ui.failures.replaceChildren(...builds.recentFailures.map((b) => buildRow(b, [
-    el("code", { title: b.id }, b.id.slice(0, 10)), b.owner, el("code", {}, b.engineId),
+    el("code", { title: b.id }, b.id.slice(0, 10)), b.owner, engineLabel(b.engineId),
     shortTime(b.dateFinished), el("span", { class: "error-text" }, b.message || ""),
   ])));
+  const recent = builds.recent || [];
+  ui.noHistory.hidden = recent.length > 0;
+  ui.history.replaceChildren(...recent.map((b) => buildRow(b, [
+    el("code", {}, b.id), engineLabel(b.engineId), b.owner, badge(b.state),
+    shortTime(b.dateCreated), b.dateStarted ? shortTime(b.dateStarted) : "",
+    b.dateFinished ? shortTime(b.dateFinished) : "",
+    el("span", { class: b.state === "Faulted" ? "error-text" : "" }, b.message || ""),
+  ])));
+}
+
+// ---- engines and base models ------------------------------------------------------------------
+
+async function loadEngines() {
+  const { data } = await admin("GET", "/engines");
+  state.engines = new Map(data.map((engine) => [engine.id, engine]));
+  renderEngines();
+}
+
+function engineText(engine) {
+  return [engine.id, engine.name, engine.owner, engine.engineType, engine.sourceLanguage, engine.targetLanguage]
+    .filter(Boolean).join(" ").toLowerCase();
+}
+
+function renderEngines() {
+  const all = [...state.engines.values()];
+  const wanted = state.engineFilter.trim().toLowerCase();
+  const shown = wanted ? all.filter((engine) => engineText(engine).includes(wanted)) : all;
+  ui.noEngines.hidden = all.length > 0;
+  ui.engineTotal.textContent = wanted ? `${shown.length} of ${all.length}` : `${all.length}`;
+  ui.engines.replaceChildren(...shown.map((engine) => {
+    const build = engine.lastBuild;
+    const last = build
+      ? el("div", {}, badge(build.state), " ",
+        el("span", { class: "sub" }, shortTime(build.dateFinished || build.dateStarted || build.dateCreated)),
+        build.message ? el("div", { class: build.state === "Faulted" ? "error-text" : "sub" }, build.message) : "")
+      : el("span", { class: "sub" }, "never built");
+    const keys = engine.boundKeys || [];
+    return el("tr", { "data-engine": engine.id },
+      el("td", {}, engine.name ? el("strong", {}, engine.name) : "", engine.name ? el("br") : "", el("code", {}, engine.id)),
+      el("td", {}, engine.owner),
+      el("td", {}, engine.engineType),
+      el("td", {}, `${engine.sourceLanguage} → ${engine.targetLanguage}`),
+      el("td", { class: "num" }, engine.modelRevision ? engine.modelRevision : el("span", { class: "sub" }, "none"),
+        engine.isBuilding ? el("div", { class: "sub" }, "building") : ""),
+      el("td", {}, last),
+      el("td", { class: "bound" }, keys.length
+        ? el("ul", {}, keys.map((key) => el("li", { "data-key": key.id },
+          el("code", {}, `${key.prefix}…`), " ", key.name || key.owner)))
+        : el("span", { class: "sub" }, "none")));
+  }));
+}
+
+async function loadBaseModels() {
+  const { data } = await admin("GET", "/base-models");
+  ui.noBaseModels.hidden = data.baseModels.length > 0;
+  ui.baseModels.replaceChildren(...data.baseModels.map((model) =>
+    el("tr", { "data-base-model": model.name },
+      el("td", {}, el("strong", {}, model.name),
+        model.isDefault ? [" ", badge("default", "default")] : "",
+        model.isPublic ? [" ", badge("public", "public")] : ""),
+      el("td", { class: "languages" }, model.allNllbLanguages
+        ? `all NLLB languages (${model.languages.length})`
+        : el("span", { title: model.languagesText }, model.languages.join(", ") || "none")),
+      el("td", {}, bytes(model.sizeBytes)), el("td", {}, model.quantization || ""),
+      el("td", {}, shortTime(model.createdAt)))));
+  ui.baseModelProblems.replaceChildren(...(data.problems || []).map((problem) =>
+    el("li", {}, `${problem.name}: ${problem.problem}`)));
 }
 
 function renderSummary(summary) {
@@ -374,6 +466,10 @@ ui.key.addEventListener("keydown", (event) => {
 });
 $("#create-token").addEventListener("click", createToken);
 $("#create-key").addEventListener("click", createKey);
+ui.engineFilter.addEventListener("input", () => {
+  state.engineFilter = ui.engineFilter.value;
+  renderEngines();
+});
 setInterval(() => {
   for (const cell of document.querySelectorAll("[data-seen]")) cell.textContent = ago(cell.dataset.seen);
 }, 1000);
