@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from serval_common.build_options import TrainingDefaults
-from serval_common.languages import describe_languages
+from serval_common.languages import inference_only_refusal
 from serval_common.manifest import (
     MANIFEST,
     TRAINING_CHECKPOINT,
@@ -65,13 +65,9 @@ def inference_only_manifest(
 ) -> Manifest:
     """The manifest of a revision that serves `base_model`'s weights without copying them."""
     base = read_manifest(store, base_model_prefix(base_model))
-    unknown = [code for code in (source_language, target_language) if code not in base.languages]
-    if unknown:
-        raise ManifestError(
-            f"base model {base_model!r} does not know {', '.join(unknown)}; it knows "
-            f"{describe_languages(base.languages)}, and an inference-only build serves only those: "
-            "train on parallel texts to add a language"
-        )
+    refusal = inference_only_refusal(base_model, base.languages, source_language, target_language)
+    if refusal is not None:
+        raise ManifestError(refusal)
     return Manifest(
         kind="model-revision",
         engine_id=engine_id,

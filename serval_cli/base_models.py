@@ -18,6 +18,16 @@ app = typer.Typer(help="Base models: what fine-tunes start from and inference-on
 console = Console(stderr=True)
 
 
+def _store(home: Path | None, store_url: str | None) -> ModelStore:
+    """The model store the command works on, named on stderr (as `serval admin` names its database):
+    run from another folder, the default (`.serval/store` there) is another store."""
+    settings = load_settings(home=home, store__url=store_url)
+    store = store_from_settings(settings)
+    origin = "--store-url / SERVAL_STORE__URL" if settings.store.url else f"the data folder {settings.home}"
+    console.print(f"model store: {store.url} ({origin})", highlight=False, markup=False, soft_wrap=True)
+    return store
+
+
 def _base_model_name(name: str) -> str:
     problem = base_model_name_problem(name)
     if problem is not None:
@@ -100,7 +110,7 @@ def make_tiny_command(
     else:
         pairs = demo_pairs()
         sources, targets = [p.source for p in pairs], [p.target for p in pairs]
-    store = store_from_settings(load_settings(home=home, store__url=store_url))
+    store = _store(home, store_url)
     make_tiny(
         store,
         name,
@@ -155,7 +165,7 @@ def import_command(
             console.print(
                 "derived sentencepiece.bpe.model from tokenizer.json (it splits text as the tokenizer does)"
             )
-        store = store_from_settings(load_settings(home=home, store__url=store_url))
+        store = _store(home, store_url)
         publish_base_model(
             store,
             name,
@@ -177,7 +187,7 @@ def list_command(home: Home = None, store_url: StoreUrl = None) -> None:
     from serval_common.languages import describe_languages
     from serval_common.manifest import read_manifest
 
-    store = store_from_settings(load_settings(home=home, store__url=store_url))
+    store = _store(home, store_url)
     names = sorted(
         {
             key.split("/")[1]
@@ -185,6 +195,12 @@ def list_command(home: Home = None, store_url: StoreUrl = None) -> None:
             if key.endswith("/manifest.json") and base_model_name_problem(key.split("/")[1]) is None
         }
     )
+    if not names:
+        console.print(
+            "no base models in this store: `serval admin base-model import` or `make-tiny` stores one",
+            highlight=False,
+            markup=False,
+        )
     for name in names:
         manifest = read_manifest(store, f"base-models/{name}")
         typer.echo(

@@ -208,3 +208,17 @@ def describe_languages(codes: Sequence[str], *, shown: int = 10) -> str:
     head = ", ".join(codes[:shown])
     more = f", and {len(codes) - shown} more" if len(codes) > shown else ""
     return f"{len(codes)} languages: {head}{more}"
+
+
+def inference_only_refusal(base_model: str, known: Sequence[str], *codes: str) -> str | None:
+    """Why an inference-only build of `base_model` (whose manifest lists `known`) cannot serve the
+    language codes `codes`, in one sentence; None when it knows them all. The API service refuses
+    such a build when it starts (400) and the build job before it publishes."""
+    unknown = [code for code in codes if code not in known]
+    if not unknown:
+        return None
+    return (
+        f"base model {base_model!r} does not know {', '.join(unknown)}; it knows "
+        f"{describe_languages(known)}, and an inference-only build serves only those: "
+        "train on parallel texts to add a language"
+    )

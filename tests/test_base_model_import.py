@@ -165,3 +165,13 @@ def test_a_fine_tune_works_with_a_tokenizer_that_knows_three_languages(pieces: P
     translator = ctranslate2.Translator(str(store_dir / "models/e1/1"), device="cpu", intra_threads=1)
     result = translator.translate_batch([["eng_Latn", "▁the", "</s>"]], target_prefix=[["swh_Latn"]])
     assert result[0].hypotheses[0][0] == "swh_Latn"
+
+
+def test_the_base_model_commands_name_the_store_they_use(tmp_path: Path) -> None:
+    """Run from another folder, the default store is another one: every command says which."""
+    store = tmp_path / "elsewhere"
+    listed = runner.invoke(app, ["admin", "base-model", "list", "--store-url", store.as_uri()])
+    assert listed.exit_code == 0, listed.output
+    assert f"model store: {store.as_uri()} (--store-url / SERVAL_STORE__URL)" in listed.stderr
+    assert "no base models in this store" in listed.stderr
+    assert listed.stdout == ""

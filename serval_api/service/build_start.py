@@ -46,6 +46,7 @@ from serval_api.service.options_json import UNPARSABLE
 from serval_api.webhooks.outbox import enqueue_build_events
 from serval_common.build_options import BuildOptions, BuildOptionsError, JobOptions
 from serval_common.families import family
+from serval_common.languages import inference_only_refusal
 from serval_common.manifest import ManifestError, base_model_folder, read_manifest, store_unavailable
 from serval_common.names import InvalidName
 from serval_common.redact import error_reference, redact, secret_values
@@ -92,6 +93,9 @@ async def start_build(
         types=types,
     )
     plan = _noting_ignored_options(plan, engine_type, options)
+    base_model = _model_name(services, parsed)
+    if store_down is None and base_model is not None and not plan.train and plan.word_align_rows is None:
+        await _check_inference_only_languages(services, caller, engine_id, types, base_model)
     build, spec = await _record_build(
         services,
         caller,
@@ -327,6 +331,26 @@ async def _check_base_model(services: Services, name: str, field: str = "options
         raise InvalidArgument(
             f"{field}: {limits.shown(name)} is not a published base model; {hint}"
         ) from None
+
+
+async def _check_inference_only_languages(
+    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType], base_model: str
+) -> None:
+    """An inference-only build serves its base model as it is: one whose manifest does not list the
+    engine's languages is refused now (400, the sentence the build job would fault with), not
+    after a job has run. A manifest that cannot be read leaves the job to say why."""
+    async with services.db.session() as s:
+        engine = await owned_engine(s, caller, engine_id, types=types)
+        codes = (engine.source_code, engine.target_code)
+    try:
+        manifest = await services.store_call(read_manifest, services.store, base_model_folder(base_model))
+    except (ManifestError, InvalidName, InvalidKey):
+        return
+    if manifest.kind != "base-model":
+        return
+    refusal = inference_only_refusal(base_model, manifest.languages, *codes)
+    if refusal is not None:
+        raise InvalidArgument(f"{refusal}.")
 
 
 async def _read_base_model(services: Services, name: str) -> None:

@@ -13,7 +13,7 @@ from serval_cli.base_models import make_tiny
 from serval_cli.corpus import demo_pairs
 from serval_common.manifest import Manifest, read_manifest
 from serval_common.store import open_store
-from tests.api.conftest import RunningApi
+from tests.api.conftest import RunningApi, create_engine
 
 SIL_LANGUAGES = "/api/v1/translate/languages/"
 SIL_TRANSLATE = "/api/v1/translate/"
@@ -82,3 +82,25 @@ def test_a_base_model_manifest_without_languages_knows_all_202() -> None:
     assert listed.languages == ["eng_Latn"]
     revision = Manifest.model_validate_json('{"kind": "model-revision"}')
     assert revision.languages == []
+
+
+def test_an_inference_only_build_of_languages_the_base_model_lacks_is_refused_at_start(
+    api: RunningApi, demo_model: str
+) -> None:
+    """It would serve the base model as it is, which cannot translate into French: 400 with the
+    build job's sentence, nothing recorded; an inference-only build of the model's own pair starts
+    (a build that trains may add a language: tests/test_base_model_import.py)."""
+    with api.client() as client:
+        french = create_engine(client, sourceLanguage="en", targetLanguage="fr")["id"]
+        refused = client.post(f"/translation/engines/{french}/builds", json={"trainOn": []})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["message"] == (
+            f"base model '{demo_model}' does not know fra_Latn; it knows eng_Latn and swh_Latn, and an "
+            "inference-only build serves only those: train on parallel texts to add a language."
+        )
+        assert client.get(f"/translation/engines/{french}/builds").json() == [], "nothing recorded"
+
+        swahili = create_engine(client)["id"]
+        assert client.post(f"/translation/engines/{swahili}/builds", json={"trainOn": []}).status_code == 201
+        again = client.post(f"/translation/engines/{french}/builds", json={})
+        assert again.status_code == 400, "without corpora to train on, a build is inference-only too"
