@@ -12,12 +12,11 @@ from serval_cli.service_client import (
     ApiKey,
     JsonOutput,
     Service,
-    ServiceError,
     Url,
-    fail,
     print_fields,
     print_json,
     print_rows,
+    stated_errors,
 )
 
 app = typer.Typer(
@@ -60,10 +59,8 @@ def create(
     api_key: ApiKey = None,
 ) -> None:
     """Create a translation engine and print its id."""
-    try:
+    with stated_errors():
         engine = create_engine(Service(url, api_key), source_language, target_language, engine_type, name)
-    except ServiceError as exc:
-        raise fail(exc.message) from None
     if json_output:
         print_json(engine)
     else:
@@ -73,10 +70,8 @@ def create(
 @app.command("list")
 def list_command(json_output: JsonOutput = False, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     """List your engines: id, name, languages, type, model revision, whether a build is running."""
-    try:
+    with stated_errors():
         engines = Service(url, api_key).call("GET", ENGINES, what="listing engines")
-    except ServiceError as exc:
-        raise fail(exc.message) from None
     if json_output:
         print_json(engines)
         return
@@ -102,10 +97,8 @@ def show(
     engine_id: EngineId, json_output: JsonOutput = False, url: Url = DEFAULT_URL, api_key: ApiKey = None
 ) -> None:
     """Show one engine."""
-    try:
+    with stated_errors():
         engine = Service(url, api_key).call("GET", f"{ENGINES}/{engine_id}", what=f"engine {engine_id}")
-    except ServiceError as exc:
-        raise fail(exc.message) from None
     if json_output:
         print_json(engine)
         return
@@ -127,8 +120,6 @@ def show(
 @app.command("delete")
 def delete(engine_id: EngineId, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     """Delete an engine, its builds, models and pretranslations."""
-    try:
+    with stated_errors():
         Service(url, api_key).call("DELETE", f"{ENGINES}/{engine_id}", what=f"deleting engine {engine_id}")
-    except ServiceError as exc:
-        raise fail(exc.message) from None
     typer.echo(f"deleted engine {engine_id}")

@@ -20,6 +20,7 @@ from serval_cli.service_client import (
     fail,
     print_json,
     print_rows,
+    stated_errors,
 )
 
 app = typer.Typer(help="Your data files: upload, list, delete (over REST).", no_args_is_help=True)
@@ -81,10 +82,8 @@ def upload(
 @app.command("list")
 def list_command(json_output: JsonOutput = False, url: Url = DEFAULT_URL, api_key: ApiKey = None) -> None:
     """List your data files: id, name, format, revision."""
-    try:
+    with stated_errors():
         files = Service(url, api_key).call("GET", FILES, what="listing files")
-    except ServiceError as exc:
-        raise fail(exc.message) from None
     if json_output:
         print_json(files)
         return
@@ -102,8 +101,6 @@ def delete(
     api_key: ApiKey = None,
 ) -> None:
     """Delete a data file."""
-    try:
+    with stated_errors():
         Service(url, api_key).call("DELETE", f"{FILES}/{file_id}", what=f"deleting file {file_id}")
-    except ServiceError as exc:
-        raise fail(exc.message) from None
     typer.echo(f"deleted file {file_id}")

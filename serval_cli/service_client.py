@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -116,6 +117,15 @@ class Service:
         if code in ok:
             return payload
         raise ServiceError(answer_message(code, payload, what, self.api_key))
+
+
+@contextmanager
+def stated_errors(code: int = 1) -> Iterator[None]:
+    """A `ServiceError` raised inside becomes its sentence on stderr and exit `code` (`fail`)."""
+    try:
+        yield
+    except ServiceError as exc:
+        raise fail(exc.message, code) from None
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
