@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from build_jobs.base_model import import_hf_checkpoint
+from build_jobs.base_model import import_checkpoint
 from build_jobs.base_model.convert import without_progress_bars
 from build_jobs.base_model.tiny import EOS_ID, nllb_config
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, make_nllb_tokenizer, save_nllb_tokenizer
 from build_jobs.publish import HF_SUBFOLDER, base_model_prefix, publish_base_model
-from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.manifest import MANIFEST
 from serval_common.store import ModelStore
 
@@ -78,17 +77,18 @@ def ensure_nllb_600m_shape(store: ModelStore, name: str = NLLB_600M_SHAPE, *, re
         hf_dir = work / HF_SUBFOLDER
         _write_checkpoint(hf_dir)
         with _phase("converting to CTranslate2 int8"):
-            ct2_dir = import_hf_checkpoint(hf_dir, work, quantization="int8")
-        _check_vocabulary(ct2_dir)
+            # The administrator's import path, with every check it makes (`serval admin base-model import`).
+            imported = import_checkpoint(hf_dir, work, quantization="int8")
+        _check_vocabulary(imported.ct2_dir)
         with _phase(f"publishing to {store.url}"):
             store.delete_prefix(prefix)
             publish_base_model(
                 store,
                 name,
-                ct2_dir,
-                languages=list(NLLB_LANGUAGE_CODES),
+                imported.ct2_dir,
+                languages=imported.languages,
                 quantization="int8",
-                hf_dir=hf_dir,
+                hf_dir=imported.hf_dir,
             )
     console.print(f"stored base model [bold]{name}[/] in {store.url}")
 

@@ -346,7 +346,12 @@ class _BuildReports:
             console.print(f"fine-tuned {steps} steps in {seconds} s{rate}")
         if "SCORES" in self.found:
             before, after = self.found["SCORES"][1], self.found["SCORES"][2]
-            console.print(f"the build's chrF{held}: base model {before} → fine-tuned [bold]{after}[/]")
+            console.print(
+                f"the build's own check{held}: chrF base model {before} → fine-tuned {after} "
+                "(a smaller sample drawn from the upload, which moves by a point or so from run to run; "
+                "the kept-back verses below are the figure to read)",
+                highlight=False,
+            )
         elif engine.get("confidence") is not None:
             console.print(f"the build's chrF{held} after fine-tuning: [bold]{engine['confidence']:.1f}[/]")
 

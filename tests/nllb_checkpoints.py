@@ -34,9 +34,11 @@ def make_checkpoint(
     saved: Saved,
     codes: Sequence[str] = NLLB_LANGUAGE_CODES,
     mask_last: bool = True,
+    rows: int | None = None,
 ) -> Path:
     """A checkpoint with random weights (d_model 16, one layer) whose embedding has a row for each
-    of the tokenizer's tokens."""
+    of the tokenizer's tokens, or `rows` rows: nllb-200's checkpoints (and the bench's 600M shape)
+    have 256,206, more than their tokenizer's length."""
     import torch
     from transformers import M2M100ForConditionalGeneration, NllbTokenizer
 
@@ -49,7 +51,9 @@ def make_checkpoint(
     else:  # transformers 5 puts `<mask>` right after the pieces when it is given with the codes
         tokenizer = NllbTokenizer.from_pretrained(str(pieces_dir), additional_special_tokens=list(codes))
     torch.manual_seed(0)
-    model = M2M100ForConditionalGeneration(nllb_config(len(tokenizer), d_model=16, layers=1, heads=2, ffn=32))
+    model = M2M100ForConditionalGeneration(
+        nllb_config(rows or len(tokenizer), d_model=16, layers=1, heads=2, ffn=32)
+    )
     model.save_pretrained(str(folder))
     if saved in ("fast", "both"):
         tokenizer.save_pretrained(str(folder))

@@ -23,6 +23,8 @@ from tests.helpers import verse_pairs
 from tests.nllb_checkpoints import THREE_LANGUAGES, Saved, make_checkpoint, train_pieces
 
 runner = CliRunner()
+NLLB_600M_ROWS = 256_206
+"""The embedding rows of nllb-200-distilled-600M's config.json (bench/models.py's VOCAB_SIZE)."""
 
 
 @pytest.fixture(scope="module")
@@ -141,10 +143,20 @@ def test_a_bad_checkpoint_is_refused_with_one_sentence_and_nothing_stored(
     assert not store.exists() or not any(store.rglob("*")), "nothing is stored"
 
 
-def test_a_fine_tune_works_with_a_tokenizer_that_knows_three_languages(pieces: Path, tmp_path: Path) -> None:
-    folder = make_checkpoint(tmp_path / "checkpoint", pieces, saved="fast", codes=THREE_LANGUAGES)
+@pytest.mark.parametrize(
+    ("codes", "rows"),
+    [(THREE_LANGUAGES, None), (NLLB_LANGUAGE_CODES, NLLB_600M_ROWS)],
+    ids=["three-languages", "600m-shape-vocabulary"],
+)
+def test_a_fine_tune_works_on_the_imported_model(
+    pieces: Path, tmp_path: Path, codes: tuple[str, ...], rows: int | None
+) -> None:
+    """A tokenizer that knows three languages; and the vocabulary layout of nllb-200-distilled-600M
+    (and of the bench's 600M shape): 256,206 embedding rows, more than the tokenizer's tokens."""
+    folder = make_checkpoint(tmp_path / "checkpoint", pieces, saved="fast", codes=codes, rows=rows)
     store_dir = tmp_path / "store"
-    assert import_folder(folder, store_dir, "three")[0] == 0
+    code, output = import_folder(folder, store_dir, "imported")
+    assert code == 0, output
     store = open_store(store_dir.as_uri())
     sources, targets = verse_pairs("engwebp", "swh1850", 40)
     store.write_bytes("builds/b1/train.src.txt", "".join(f"{s}\n" for s in sources).encode())
@@ -154,14 +166,14 @@ def test_a_fine_tune_works_with_a_tokenizer_that_knows_three_languages(pieces: P
         engine_id="e1",
         revision=1,
         build_id="b1",
-        base_model="three",
+        base_model="imported",
         source_language="eng_Latn",
         target_language="swh_Latn",
         options=BuildOptions.model_validate({"maxSteps": 3, "evalShare": 0.1}),
     )
     assert trained.steps == 3
     manifest = read_manifest(store, "models/e1/1")
-    assert manifest.languages == list(THREE_LANGUAGES) and manifest.added_language_codes == []
+    assert manifest.languages == list(codes) and manifest.added_language_codes == []
     translator = ctranslate2.Translator(str(store_dir / "models/e1/1"), device="cpu", intra_threads=1)
     result = translator.translate_batch([["eng_Latn", "▁the", "</s>"]], target_prefix=[["swh_Latn"]])
     assert result[0].hypotheses[0][0] == "swh_Latn"
