@@ -53,7 +53,8 @@ bench: $(VENV)/.installed
 	$(BIN)/python -m bench
 
 # The three images (docker/*.Dockerfile) built with podman on local Debian bases and smoke-run on
-# loopback: API, node and a build job (scripts/container-smoke.sh; root, Debian). CI runs it after `make test`.
+# loopback: API, the Helm chart's API pod under `podman kube play`, node and a build job
+# (scripts/container-smoke.sh; root, Debian). CI runs it after `make test`.
 containers: $(VENV)/.installed
 	scripts/container-smoke.sh
 

@@ -3,7 +3,11 @@
 # loopback: the API image answers REST and gRPC health; a server container (the build-jobs image
 # running `serval api`, as deploy/compose.yaml does) runs a real build job as its child process;
 # an inference-node container registers with it, serves /metrics and answers a translation of
-# the engine that build published. CI runs it after `make test` (`make containers`).
+# the engine that build published. Between the two, the Helm chart's own API pod spec (rendered
+# offline by scripts/render_api_pod.py with the Helm SDK the chart's tests use) runs on the API
+# image under `podman kube play` and answers REST and gRPC health. CI runs it after `make test`
+# (`make containers`). `scripts/container-smoke.sh --kube-play-only` runs only that kube play step,
+# on the localhost/serval-live/api:ci an earlier run built (it builds nothing).
 #
 # Run as root on Debian (it apt-installs podman, runc and mmdebstrap when they are missing) with
 # Debian's archive and PyPI reachable; no container registry is needed. Nothing under /etc is
@@ -20,6 +24,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
+ONLY=""
+case "${1:-}" in
+    "") ;;
+    --kube-play-only) ONLY=kube-play ;;
+    *)
+        echo "usage: $0 [--kube-play-only]" >&2
+        exit 2
+        ;;
+esac
 
 CACHE="${SERVAL_CONTAINER_CACHE:-/var/tmp/serval-containers}"
 SUITE=bookworm
@@ -51,6 +64,24 @@ step() {
 
 CONTAINERS=()
 PIDS=()
+# What kube_play_api made: `podman kube down` leaves its secrets and the claims' volumes (podman 4.3).
+KUBE_FILES=()
+KUBE_CONTAINERS=()
+KUBE_SECRETS=()
+KUBE_VOLUMES=()
+kube_cleanup() {  # [dump]: show the pod's last log lines first
+    local name
+    for name in "${KUBE_CONTAINERS[@]}"; do
+        if [ "${1:-}" = dump ]; then
+            echo "$PREFIX last lines of the kube play pod's container $name:" >&2
+            podman logs --tail 40 "$name" >&2 2>&1 || true
+        fi
+    done
+    for name in "${KUBE_FILES[@]}"; do podman kube down "$name" >/dev/null 2>&1 || true; done
+    for name in "${KUBE_SECRETS[@]}"; do podman secret rm "$name" >/dev/null 2>&1 || true; done
+    for name in "${KUBE_VOLUMES[@]}"; do podman volume rm -f "$name" >/dev/null 2>&1 || true; done
+    KUBE_FILES=() KUBE_CONTAINERS=() KUBE_SECRETS=() KUBE_VOLUMES=()
+}
 cleanup() {
     local name pid
     for name in "${CONTAINERS[@]}"; do
@@ -60,6 +91,7 @@ cleanup() {
         fi
         podman rm -f -t 5 "$name" >/dev/null 2>&1 || true
     done
+    if [ "$code_dump" = 1 ]; then kube_cleanup dump; else kube_cleanup; fi
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     if [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then rm -rf "$WORK"; fi
 }
@@ -100,6 +132,108 @@ free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1",
 hash_of() { sha256sum | cut -c1-16; }
 elapsed_since() { echo $(($(date +%s) - $1)); }
 size_of() { podman image inspect --format '{{.Size}}' "$1" | awk '{printf "%.0f MB", $1 / 1000000}'; }
+now_ms() { date +%s%3N; }
+seconds_since_ms() { awk -v t0="$1" -v t1="$(now_ms)" 'BEGIN { printf "%.1f", (t1 - t0) / 1000 }'; }
+
+# `podman run -d` and `podman kube play` report on stderr that they cannot add systemd timers for
+# the images' health checks (no systemd here); this script runs them itself (`podman healthcheck run`).
+wait_for() {  # what url container
+    local what=$1 url=$2 container=$3
+    for _ in $(seq 120); do
+        curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+        [ "$(podman inspect --format '{{.State.Running}}' "$container" 2>/dev/null)" = true ] ||
+            fail "$what: container $container stopped: $(podman logs --tail 20 "$container" 2>&1)"
+        sleep 0.5
+    done
+    fail "$what: $url did not answer within 60 s"
+}
+grpc_serving() {  # what port: the gRPC health service on 127.0.0.1:port answers SERVING
+    "$PY" - "$1" "$2" <<'EOF' || fail "the $1's gRPC health check did not answer SERVING"
+import sys
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+with grpc.insecure_channel(f"127.0.0.1:{sys.argv[2]}") as channel:
+    status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
+print(f"container-smoke: {sys.argv[1]} gRPC health:", health_pb2.HealthCheckResponse.ServingStatus.Name(status))
+sys.exit(status != health_pb2.HealthCheckResponse.SERVING)
+EOF
+}
+
+# --- the Helm chart's API pod under `podman kube play` ---------------------------------------
+# Run after the API image's smoke (or alone: --kube-play-only), on localhost/serval-live/api:ci.
+# scripts/render_api_pod.py renders helm/serval-live offline with helm-python-sdk (Helm's Go SDK,
+# as tests/test_helm_chart.py; no helm or kubectl binary, no kubeconfig): api.kind=Deployment, one
+# replica, pull policy Never, no inference nodes, SQLite on the pod's `data` emptyDir (through
+# database.url: the chart has no SQLite switch), the model store on the chart's claim; each
+# container port published as a hostPort on 127.0.0.1 (the pod is on podman's bridge network).
+# kube play gets the Deployment and the PersistentVolumeClaim. Dropped: the two Services (kube
+# play makes none; the host ports stand in for them) and the ServiceAccount (no API server; the
+# pod mounts no token). The chart's Secret (the database URL) is made a podman secret beforehand,
+# not kept in the kube YAML: podman 4.3 stores a Secret from there but its secretKeyRef lookup
+# refuses it ("not valid JSON"). The chart's probes are not run: podman 4.3 makes them a health
+# check `curl -f HTTP://localhost:0/…` (no named ports; the image has no curl), so the step asks
+# what they ask itself: GET /api/v1/status/ping (200) on the REST port, then gRPC health.
+KUBE_TIMES=""
+kube_play_api() {
+    local image=localhost/serval-live/api:ci dir="$WORK/kube" t0 t1 render_s ready_s rest grpc kind name file line ctr code
+    t0=$(now_ms)
+    rest=$(free_port)
+    grpc=$(free_port)
+    "$PY" "$ROOT/scripts/render_api_pod.py" --image "$image" --pull-policy Never \
+        --host-port "http=$rest" --host-port "grpc=$grpc" --out "$dir" >"$WORK/kube-render.log" 2>&1 ||
+        fail "rendering the chart's API pod (scripts/render_api_pod.py) failed: $(tail -15 "$WORK/kube-render.log")"
+    while IFS= read -r line; do say "  $line"; done <"$WORK/kube-render.log"
+    render_s=$(seconds_since_ms "$t0")
+    # podman 4.3 names the pod's emptyDir volumes after the spec's (tmp, data, home) and mounts a
+    # volume of that name if there is one: refuse rather than run on someone's (or stale) data.
+    while read -r kind name; do
+        ! podman volume exists "$name" ||
+            fail "a podman volume named $name exists: kube play would mount it as the pod's $kind $name; remove it (podman volume rm $name) if an interrupted run of this script left it"
+    done <"$dir/volumes"
+    for file in "$dir"/secrets/*.json; do
+        [ -e "$file" ] || continue
+        name=$(basename "$file" .json)
+        ! podman secret inspect "$name" >/dev/null 2>&1 ||
+            fail "a podman secret named $name exists; remove it (podman secret rm $name) if an interrupted run of this script left it"
+        podman secret create "$name" "$file" >/dev/null 2>"$WORK/kube-secret.err" ||
+            fail "podman secret create $name (the chart's Secret) failed: $(tail -3 "$WORK/kube-secret.err")"
+        KUBE_SECRETS+=("$name")
+    done
+    while read -r kind name; do KUBE_VOLUMES+=("$name"); done <"$dir/volumes"
+    t1=$(now_ms)
+    KUBE_FILES+=("$dir/pod.yaml")
+    podman kube play "$dir/pod.yaml" >"$WORK/kube-play.out" 2>"$WORK/kube-play.err" ||
+        fail "podman kube play of the chart's API pod failed: $(tail -5 "$WORK/kube-play.err")"
+    ctr=$(awk '/^Containers?:$/ { getline; print; exit }' "$WORK/kube-play.out")
+    [ -n "$ctr" ] || fail "podman kube play started no container: $(cat "$WORK/kube-play.out" "$WORK/kube-play.err")"
+    KUBE_CONTAINERS+=("$ctr")
+    wait_for "the chart's API pod" "http://127.0.0.1:$rest/api/v1/status/ping" "$ctr"
+    code=$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$rest/api/v1/status/ping") || code="no answer"
+    [ "$code" = 200 ] || fail "the chart's API pod: GET /api/v1/status/ping answered $code, not 200"
+    say "the chart's API pod $(podman inspect --format '{{.Name}}' "$ctr"): GET /api/v1/status/ping 200 on 127.0.0.1:$rest"
+    grpc_serving "kube play API pod" "$grpc"
+    ready_s=$(seconds_since_ms "$t1")
+    t1=$(now_ms)
+    podman kube down "$dir/pod.yaml" >/dev/null 2>"$WORK/kube-down.err" ||
+        fail "podman kube down of the chart's API pod failed: $(tail -5 "$WORK/kube-down.err")"
+    KUBE_FILES=() KUBE_CONTAINERS=()
+    kube_cleanup
+    KUBE_TIMES="render $render_s s, play to answering $ready_s s, down $(seconds_since_ms "$t1") s; $(seconds_since_ms "$t0") s in all"
+    say "kube play of the chart's API pod: $KUBE_TIMES"
+}
+
+if [ "$ONLY" = kube-play ]; then
+    step "smoke: the Helm chart's API pod on the API image (podman kube play; --kube-play-only)"
+    say "--kube-play-only: no image is built; the step runs on localhost/serval-live/api:ci as it is"
+    podman image exists localhost/serval-live/api:ci ||
+        fail "there is no localhost/serval-live/api:ci: run scripts/container-smoke.sh without --kube-play-only first"
+    WORK=$(mktemp -d /var/tmp/serval-smoke.XXXXXX)
+    kube_play_api
+    code_dump=0
+    STEP="done"
+    say "passed in $(elapsed_since "$START") s: the chart's API pod under podman kube play (REST ping, gRPC health)"
+    exit 0
+fi
 
 # --- the base: Debian bookworm with Python 3.11 and this machine's CA certificates ----------
 step "base image (mmdebstrap $SUITE)"
@@ -198,19 +332,6 @@ mkdir -p "$WORK/api" "$WORK/server"
 chown 10001:10001 "$WORK/api" "$WORK/server"
 chmod 0750 "$WORK/api" "$WORK/server"
 
-# `podman run -d` reports on stderr that it cannot add systemd timers for the images' health
-# checks (no systemd here); this script runs them itself (`podman healthcheck run`).
-wait_for() {  # what url container
-    local what=$1 url=$2 container=$3
-    for _ in $(seq 120); do
-        curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
-        [ "$(podman inspect --format '{{.State.Running}}' "$container" 2>/dev/null)" = true ] ||
-            fail "$what: container $container stopped: $(podman logs --tail 20 "$container" 2>&1)"
-        sleep 0.5
-    done
-    fail "$what: $url did not answer within 60 s"
-}
-
 step "smoke: API image (REST ping, gRPC health, health check)"
 API_REST=$(free_port)
 API_GRPC=$(free_port)
@@ -220,16 +341,11 @@ podman run -d --name serval-smoke-api --network host -v "$WORK/api:/var/lib/serv
     localhost/serval-live/api:ci >/dev/null 2>"$WORK/run-api.err" ||
     fail "podman run of the API image failed: $(tail -5 "$WORK/run-api.err")"
 wait_for "API container" "http://127.0.0.1:$API_REST/api/v1/status/ping" serval-smoke-api
-"$PY" - "$API_GRPC" <<'EOF' || fail "the API container's gRPC health check did not answer SERVING"
-import sys
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-with grpc.insecure_channel(f"127.0.0.1:{sys.argv[1]}") as channel:
-    status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
-print("container-smoke: API container gRPC health:", health_pb2.HealthCheckResponse.ServingStatus.Name(status))
-sys.exit(status != health_pb2.HealthCheckResponse.SERVING)
-EOF
+grpc_serving "API container" "$API_GRPC"
 podman healthcheck run serval-smoke-api || fail "the API image's HEALTHCHECK failed on a running container"
+
+step "smoke: the Helm chart's API pod on the API image (podman kube play)"
+kube_play_api
 
 # --- smoke: server (build-jobs image running `serval api`) + node + a build job --------------
 step "smoke: tiny base model into the server's store (build-jobs image)"
@@ -309,4 +425,5 @@ podman image prune -f >/dev/null || true
 STEP="done"
 say "images (podman, $SUITE bases):"
 for line in "${RESULTS[@]}"; do say "  $line"; done
-say "passed in $(elapsed_since "$START") s: API image (REST, gRPC health), server + build job, node (registered, /metrics, translation)"
+say "kube play of the chart's API pod: $KUBE_TIMES"
+say "passed in $(elapsed_since "$START") s: API image (REST, gRPC health), the chart's API pod under kube play (REST, gRPC health), server + build job, node (registered, /metrics, translation)"

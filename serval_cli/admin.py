@@ -142,7 +142,9 @@ def api_key_create(
         return await create_api_key(db, owner, scope or ALL_SCOPES, engine_id=engine, overrides=overrides)
 
     record, plaintext = with_db(home, database_url, create_key, create=create)
-    if ADMIN not in record.scopes:
+    if ADMIN not in record.scopes and not scope:
+        # Only when the scopes were left to the default, which is every scope but admin: a key made
+        # with chosen scopes (a translator's, an engine's) is meant to lack it.
         errors.print(
             "this key cannot open the web console (/admin) or `serval admin nodes`: those need --scope admin"
         )

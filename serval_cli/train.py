@@ -132,6 +132,10 @@ def train(
     except (ServiceError, OSError) as exc:
         raise fail(exc.message if isinstance(exc, ServiceError) else str(exc), EXIT_UNWATCHABLE) from None
     console.print(f'translate with it: serval translate {engine["id"]} "…" (or from the playground)')
+    console.print(
+        "for SIL Converters or LibreTranslate tools, an administrator makes a key bound to it: "
+        f"serval admin api-key create --owner OWNER --engine {engine['id']} --scope read:translation_engines"
+    )
 
 
 def _formats(source: Path, target: Path) -> tuple[str, str]:

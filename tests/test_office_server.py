@@ -10,13 +10,16 @@
 
 from __future__ import annotations
 
+import base64
 import configparser
+import json
 import os
 import re
 import shlex
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +267,39 @@ def test_container_smoke_script_is_wired_into_ci() -> None:
         subprocess.run(["bash", "-n", str(ROOT / "scripts" / "container-smoke.sh")], check=False).returncode
         == 0
     )
+    # The kube play step: the chart's own API pod, rendered by scripts/render_api_pod.py (the Helm
+    # SDK; never a helm or kubectl binary, which would dial localhost:8080), run and taken down.
+    assert 'scripts/render_api_pod.py"' in script
+    needed = ("podman kube play", "podman kube down", "--kube-play-only", 'grpc_serving "kube play API pod"')
+    assert [text for text in needed if text not in script] == []
+    assert script.index("kube_play_api\n\n# --- smoke: server") > script.index('grpc_serving "API container"')
+    render = (ROOT / "scripts" / "render_api_pod.py").read_text(encoding="utf-8")
+    assert "import helm_python" in render and "subprocess" not in render
+
+
+def test_kube_play_pod_is_the_charts_api_deployment_on_host_ports(tmp_path: Path) -> None:
+    """What scripts/render_api_pod.py gives `podman kube play` (rendered here, no podman): the
+    chart's API Deployment on the local image with host ports on loopback, its claim, and the
+    chart's Secret as a podman secret's JSON; no Service or ServiceAccount."""
+    out = tmp_path / "kube"
+    ports = ["--host-port", "http=18080", "--host-port", "grpc=15051"]
+    command = [sys.executable, str(ROOT / "scripts" / "render_api_pod.py"), "--out", str(out), *ports]
+    command += ["--image", "localhost/serval-live/api:ci"]
+    rendered = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "dropped Service" in rendered.stdout and "dropped ServiceAccount" in rendered.stdout
+    docs = list(yaml.safe_load_all((out / "pod.yaml").read_text()))
+    assert [doc["kind"] for doc in docs] == ["PersistentVolumeClaim", "Deployment"]
+    pod = docs[1]["spec"]["template"]["spec"]
+    (api,) = pod["containers"]
+    assert (api["image"], api["imagePullPolicy"]) == ("localhost/serval-live/api:ci", "Never")
+    published = {p["name"]: (p["containerPort"], p["hostIP"], p["hostPort"]) for p in api["ports"]}
+    assert published == {"http": (8080, "127.0.0.1", 18080), "grpc": (50051, "127.0.0.1", 15051)}
+    env = {item["name"]: item for item in api["env"]}
+    secret = env["SERVAL_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    data = json.loads((out / "secrets" / f"{secret['name']}.json").read_text())
+    assert base64.b64decode(data[secret["key"]]).decode() == "sqlite:////var/lib/serval/serval.db"
+    assert (out / "volumes").read_text().splitlines() == [
+        f"claim {docs[0]['metadata']['name']}",
+        *(f"emptyDir {volume['name']}" for volume in pod["volumes"] if "emptyDir" in volume),
+    ]

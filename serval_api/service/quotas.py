@@ -78,6 +78,8 @@ class _Allowance:
     """What this replica took of one subject's limit in one window and has not spent yet."""
 
     window_start: int
+    limit: int
+    """The limit `remaining` was taken under."""
     remaining: int = 0
     full_at: int | None = None
     """The limit at which the database's window was found full: refused locally until it ends (a
@@ -207,7 +209,13 @@ class Quotas:
         start = int(now // window_s) * window_s
         allowance = self._allowances.get((kind, subject))
         if allowance is None or allowance.window_start != start:
-            allowance = self._allowances[(kind, subject)] = _Allowance(start)
+            allowance = self._allowances[(kind, subject)] = _Allowance(start, limit)
+        if limit < allowance.limit:
+            # Lowered (an administrator's override) since this replica took its allowance: what it
+            # holds unspent was taken under the higher limit. Drop it and ask the database again;
+            # the dropped part stays counted there, so the key is refused early, never late.
+            allowance.remaining = 0
+        allowance.limit = limit
         while True:
             if allowance.remaining > 0:
                 allowance.remaining -= 1

@@ -300,6 +300,34 @@ def test_an_administrators_override_raises_one_keys_limit(limited: RunningApi) -
         assert {"translatePerMinute": 0} in [k.get("limits") for k in listed]
 
 
+def test_an_administrators_override_lowers_one_keys_limit_at_once(limited: RunningApi) -> None:
+    """Lowered mid-minute, the limit holds at once: the allowance this replica took under the higher
+    limit (a twentieth of 200: 10 requests) is not spent past the new one."""
+    assert limited.service.services is not None
+    _, admin_plain = limited.run(create_api_key(limited.service.services.db, "root", (ADMIN,)))
+    base = built_echo_engine(limited, key(limited))
+    not_near_a_window_end()
+    with httpx.Client(base_url=f"{limited.rest_url}/api/v1", headers={"X-API-Key": admin_plain}) as admin:
+        created = admin.post(
+            "/admin/api-keys",
+            json={
+                "owner": "owner-a",
+                "scopes": list(ALL_ENGINE_SCOPES),
+                "limits": {"translatePerMinute": 200},
+            },
+        )
+        assert created.status_code == 201, created.text
+        with rest(limited, created.json()["key"]) as client:
+            assert client.post(f"{base}/translate", json="Hi").status_code == 200
+            lowered = admin.put(
+                f"/admin/api-keys/{created.json()['id']}/limits", json={"translatePerMinute": 1}
+            )
+            assert lowered.status_code == 200, lowered.text
+            assert "1 translation requests a minute" in assert_refused(
+                client.post(f"{base}/translate", json="Hi")
+            )
+
+
 def test_serval_admin_sets_a_keys_limits(limited: RunningApi) -> None:
     settings = limited.service.settings
     home = ["--home", str(settings.home), "--database-url", settings.resolved_database_url]

@@ -21,6 +21,7 @@ from serval_cli.bootstrap import create_credentials
 from serval_common.settings import ApiSettings, Settings
 from serval_common.store import ModelStore, open_store
 from tests.api.conftest import RunningApi
+from tests.e2e.browser import browser, watched  # noqa: F401 (fixtures for the page tests)
 from tests.helpers import free_port, fresh_database, publish_tiny_base_model, wait_for_port
 
 BASE_MODEL = "tiny-nllb"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, expect
 
 from serval_api.auth import ADMIN, READ_ENGINES
 from serval_api.service.keys import create_node_token
@@ -33,6 +32,7 @@ from serval_common.manifest import Manifest, publish_folder
 from serval_common.settings import ApiSettings, Settings
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine, report_fault, report_training, start_build
+from tests.e2e.browser import Watched
 from tests.e2e.conftest import BASE_MODEL
 from tests.e2e.nodes import Node, admin_nodes, built_engines, inference_only_build, smt_engine, translate
 from tests.helpers import fresh_database, publish_tiny_base_model, wait_until
@@ -42,50 +42,11 @@ pytestmark = [
     pytest.mark.timeout(240),  # each test, the module's API service and node included for the first
 ]
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-"""The machine's network is closed: nothing Chromium would fetch by itself is asked for."""
-WAIT_MS = 60_000
-"""The longest any expectation waits (both passes of `make test` share two cores, and a starved
-node process can miss heartbeats for half a minute)."""
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "images"
-VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
 LAPTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 375, "height": 740}
 SEGMENT = "In the beginning was the Word, and the Word was with God."
 N_BEST = 4
-
-
-def chromium() -> str | None:
-    return shutil.which("chromium") or next(
-        (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None
-    )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = chromium()
-    if executable is None:
-        message = "Debian's chromium is missing: run scripts/system-packages.sh (as root) to install it"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(message)
-        pytest.skip(message)
-    expect.set_options(timeout=WAIT_MS)
-    with sync_playwright() as playwright:
-        # launch() gives every browser a fresh, temporary profile (user-data dir) of its own.
-        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @dataclass
@@ -128,45 +89,6 @@ def site(tmp_path_factory: pytest.TempPathFactory, tiny_ct2_model: Path) -> Iter
                 node.stop()
         finally:
             api.close()
-
-
-class Watched:
-    """A page with what it asked for and what its console said."""
-
-    def __init__(
-        self, browser: Browser, viewport: ViewportSize = VIEWPORT, permissions: list[str] | None = None
-    ) -> None:
-        self.context = browser.new_context(
-            viewport=viewport,
-            service_workers="block",
-            permissions=permissions,
-        )
-        self.context.set_default_timeout(WAIT_MS)
-        self.context.set_default_navigation_timeout(WAIT_MS)
-        self.page: Page = self.context.new_page()
-        self.urls: list[str] = []
-        self.console: list[str] = []
-        self.page.on("request", lambda request: self.urls.append(request.url))
-        self.page.on("console", lambda message: self.console.append(f"{message.type}: {message.text}"))
-
-    def close(self) -> None:
-        self.context.close()
-
-    def assert_clean(self, key: str) -> None:
-        assert not [u for u in self.urls if key in u], "the key must never travel in an address"
-        assert not [c for c in self.console if "Content Security Policy" in c], self.console
-        assert not [u for u in self.urls if not u.startswith("http://127.0.0.1:")], (
-            "nothing from another site"
-        )
-
-
-@pytest.fixture
-def watched(browser: Browser) -> Iterator[Watched]:
-    page = Watched(browser)
-    try:
-        yield page
-    finally:
-        page.close()
 
 
 def screenshot(page: Page, name: str, tmp_path: Path) -> Path:

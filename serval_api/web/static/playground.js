@@ -104,7 +104,8 @@ function forTranslator(error, context = {}) {
   }
   if (/sentence is too long/i.test(said)) return said;
   if (status === 429) {
-    const wait = error.retryAfter ? `${Math.ceil(error.retryAfter)} seconds` : "a minute";
+    const seconds = error.retryAfter ? Math.ceil(error.retryAfter) : null;
+    const wait = seconds === null ? "a minute" : seconds === 1 ? "1 second" : `${seconds} seconds`;
     return `This key has translated as much as it may for now: wait ${wait} and try again.`;
   }
   if (status >= 400 && status < 500 && /not available as a target language|is not supported|not a language this service translates|language/i.test(said)) {
