@@ -41,7 +41,8 @@ from helm_python import _native
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "serval-live"
-KUBE_VERSION = "1.33.0"  # as tests/test_helm_chart.py
+KUBE_VERSION = "1.33.0"
+"""The Kubernetes version the chart is rendered and validated for (tests/test_helm_chart.py too)."""
 # What `podman kube play` does not run, and why it is left out.
 DROPPED = {
     "Service": "kube play makes no Services (no cluster network): the ports are host ports instead",
@@ -72,21 +73,30 @@ def values(image: str, pull_policy: str) -> dict[str, Any]:
     }
 
 
-def render(release: str, chart_values: dict[str, Any]) -> list[dict[str, Any]]:
-    """`helm template --kube-version`: the SDK's `Chart.render` has no parameter for the Kubernetes
-    version the chart's `kubeVersion` is checked against, but its native call takes it."""
+def render(
+    chart_values: dict[str, Any], *, release: str, namespace: str, api_versions: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """`helm template --kube-version --api-versions`: each template's rendered text by its path.
+    The SDK's `Chart.render` has no parameter for the Kubernetes version the chart's `kubeVersion`
+    is checked against, nor for the API versions, but its native call takes them as options.
+    tests/test_helm_chart.py renders the chart with this too."""
     options = {
         "name": release,
-        "namespace": "default",
+        "namespace": namespace,
         "is_install": True,
         "kube_version": f"v{KUBE_VERSION}",
-        "api_versions": [],
+        "api_versions": list(api_versions),
     }
     with helm.Chart.load(CHART) as chart:
         rendered = _native.call_string(
             "helm_render", chart._raw(), json.dumps(chart_values), json.dumps(options)
         )
     manifests: dict[str, str] = json.loads(rendered)
+    return manifests
+
+
+def documents(manifests: dict[str, str]) -> list[dict[str, Any]]:
+    """The rendered objects, NOTES.txt left out."""
     return [
         doc
         for path, text in sorted(manifests.items())
@@ -138,7 +148,7 @@ def main() -> int:
             parser.error(f"--host-port {item!r}: give NAME=PORT")
         host_ports[name] = int(port)
 
-    docs = render(args.release, values(args.image, args.pull_policy))
+    docs = documents(render(values(args.image, args.pull_policy), release=args.release, namespace="default"))
     api = [
         doc
         for doc in docs

@@ -13,12 +13,12 @@ from typing import Any
 import helm_python as helm  # the dev extra: helm-python-sdk and kubernetes-validate
 import kubernetes_validate
 import pytest
-import yaml
-from helm_python import _native
+
+from scripts.render_api_pod import KUBE_VERSION, documents
+from scripts.render_api_pod import render as render_chart
 
 HELM = Path(__file__).resolve().parents[1] / "helm"
 CHART = HELM / "serval-live"
-KUBE_VERSION = "1.33.0"
 MONITORING = "monitoring.coreos.com/v1"
 RELEASE, NAMESPACE = "serval", "serval"
 # Kinds whose schemas kubernetes-validate does not ship (Prometheus operator CRDs): checked here.
@@ -42,30 +42,7 @@ def values_file(name: str) -> dict[str, Any]:
 
 
 def render(values: dict[str, Any] | None, *, api_versions: tuple[str, ...] = ()) -> dict[str, str]:
-    """`helm template` with `--kube-version` and `--api-versions`: the SDK's `Chart.render` has
-    no parameter for them, but its native call takes them as options."""
-    options = {
-        "name": RELEASE,
-        "namespace": NAMESPACE,
-        "is_install": True,
-        "kube_version": f"v{KUBE_VERSION}",
-        "api_versions": list(api_versions),
-    }
-    with helm.Chart.load(CHART) as chart:
-        rendered = _native.call_string(
-            "helm_render", chart._raw(), json.dumps(values or {}), json.dumps(options)
-        )
-    manifests: dict[str, str] = json.loads(rendered)
-    return manifests
-
-
-def documents(manifests: dict[str, str]) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for path, text in manifests.items():
-        if path.endswith("NOTES.txt"):
-            continue
-        docs.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return docs
+    return render_chart(values or {}, release=RELEASE, namespace=NAMESPACE, api_versions=api_versions)
 
 
 @cache

@@ -241,6 +241,21 @@ def test_characters_per_request_per_key(limited: RunningApi) -> None:
         assert client.post(f"{base}/translate", json="0123456789x" * 10).status_code == 200
 
 
+def key_with_limit(admin: httpx.Client, translate_per_minute: int) -> dict[str, Any]:
+    """An administrator's new key for owner-a, allowed `translate_per_minute` translations."""
+    created = admin.post(
+        "/admin/api-keys",
+        json={
+            "owner": "owner-a",
+            "scopes": list(ALL_ENGINE_SCOPES),
+            "limits": {"translatePerMinute": translate_per_minute},
+        },
+    )
+    assert created.status_code == 201, created.text
+    answer: dict[str, Any] = created.json()
+    return answer
+
+
 def test_an_administrators_override_raises_one_keys_limit(limited: RunningApi) -> None:
     admin_key = key(limited, "root", overrides=None)
     assert limited.service.services is not None
@@ -250,25 +265,15 @@ def test_an_administrators_override_raises_one_keys_limit(limited: RunningApi) -
     base = built_echo_engine(limited, owner_key)
     not_near_a_window_end()
     with httpx.Client(base_url=f"{limited.rest_url}/api/v1", headers={"X-API-Key": admin_plain}) as admin:
-        created = admin.post(
-            "/admin/api-keys",
-            json={
-                "owner": "owner-a",
-                "scopes": list(ALL_ENGINE_SCOPES),
-                "limits": {"translatePerMinute": 20},
-            },
-        )
-        assert created.status_code == 201, created.text
-        assert created.json()["limits"] == {"translatePerMinute": 20}
-        raised = created.json()["key"]
+        created = key_with_limit(admin, 20)
+        assert created["limits"] == {"translatePerMinute": 20}
+        raised = created["key"]
         with rest(limited, raised) as client:
             answers = [client.post(f"{base}/translate", json="Hi").status_code for _ in range(20)]
             assert answers == [200] * 20, "an override above the setting"
             assert_refused(client.post(f"{base}/translate", json="Hi"))
         assert (
-            admin.put(
-                f"/admin/api-keys/{created.json()['id']}/limits", json={"translatePerMinute": -1}
-            ).status_code
+            admin.put(f"/admin/api-keys/{created['id']}/limits", json={"translatePerMinute": -1}).status_code
             == 400
         )
 
@@ -308,20 +313,10 @@ def test_an_administrators_override_lowers_one_keys_limit_at_once(limited: Runni
     base = built_echo_engine(limited, key(limited))
     not_near_a_window_end()
     with httpx.Client(base_url=f"{limited.rest_url}/api/v1", headers={"X-API-Key": admin_plain}) as admin:
-        created = admin.post(
-            "/admin/api-keys",
-            json={
-                "owner": "owner-a",
-                "scopes": list(ALL_ENGINE_SCOPES),
-                "limits": {"translatePerMinute": 200},
-            },
-        )
-        assert created.status_code == 201, created.text
-        with rest(limited, created.json()["key"]) as client:
+        created = key_with_limit(admin, 200)
+        with rest(limited, created["key"]) as client:
             assert client.post(f"{base}/translate", json="Hi").status_code == 200
-            lowered = admin.put(
-                f"/admin/api-keys/{created.json()['id']}/limits", json={"translatePerMinute": 1}
-            )
+            lowered = admin.put(f"/admin/api-keys/{created['id']}/limits", json={"translatePerMinute": 1})
             assert lowered.status_code == 200, lowered.text
             assert "1 translation requests a minute" in assert_refused(
                 client.post(f"{base}/translate", json="Hi")
