@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from serval_api.errors import MissingScope, Unauthenticated
+from serval_common.core import Sender, WorkClass
 
 READ_ENGINES = "read:translation_engines"
 CREATE_ENGINES = "create:translation_engines"
@@ -155,6 +156,11 @@ class Caller:
         """`scope`, or any of `alternatives` (this service's older scope for the same call)."""
         if not any(self.has(s) for s in (scope, *alternatives)):
             raise MissingScope(scope, *alternatives)
+
+    def sender(self, work_class: WorkClass = WorkClass.INTERACTIVE) -> Sender:
+        """This caller as the work items it causes name it to a node (whose batcher takes turns
+        between owners)."""
+        return Sender(self.owner, self.key_id or "", work_class)
 
     def on_word_alignment(self) -> Caller:
         """This caller on the word-alignment APIs, where Serval's `*:word_alignment_engines` scopes

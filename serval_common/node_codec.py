@@ -11,11 +11,13 @@ from serval_common.core import (
     AlignedWordPair,
     Detail,
     Phrase,
+    Sender,
     TranslationResult,
     TranslationSource,
     WordAlignmentResult,
     WordGraph,
     WordGraphArc,
+    WorkClass,
 )
 
 DETAIL_TO_WIRE = {Detail.FULL: node_pb2.RESULT_DETAIL_FULL, Detail.TEXT: node_pb2.RESULT_DETAIL_TEXT}
@@ -24,6 +26,19 @@ DETAIL_FROM_WIRE = {wire: detail for detail, wire in DETAIL_TO_WIRE.items()}
 
 def detail_of(op: node_pb2.TranslateOp) -> Detail:
     return DETAIL_FROM_WIRE.get(op.detail, Detail.FULL)
+
+
+CLASS_TO_WIRE = {
+    WorkClass.INTERACTIVE: node_pb2.WORK_CLASS_INTERACTIVE,
+    WorkClass.BULK: node_pb2.WORK_CLASS_BULK,
+}
+CLASS_FROM_WIRE = {wire: work_class for work_class, wire in CLASS_TO_WIRE.items()}
+
+
+def sender_of(item: node_pb2.WorkItem) -> Sender:
+    """Who sent the work item (an earlier API service's: no owner, interactive); a class this
+    release does not know is taken as interactive."""
+    return Sender(item.owner, item.key_id, CLASS_FROM_WIRE.get(item.work_class, WorkClass.INTERACTIVE))
 
 
 def _pairs(alignment: Iterable[AlignedWordPair]) -> list[node_pb2.AlignedWordPair]:

@@ -89,12 +89,14 @@ async def translate(services: Services, request: Request) -> dict[str, Any]:
         if text_format == "html":
             return TextTranslation(await translate_html(text, piece(source_code)))
         return await text_translation.translate_text(
-            services, caller, source_code, target_code, text, alternatives=alternatives
+            services, caller, source_code, target_code, text, alternatives=alternatives, texts=len(texts)
         )
 
     def piece(source_code: str) -> Callable[[str], Awaitable[str]]:
         async def translated(text: str) -> str:
-            answer = await text_translation.translate_text(services, caller, source_code, target_code, text)
+            answer = await text_translation.translate_text(
+                services, caller, source_code, target_code, text, texts=len(texts)
+            )
             return answer.translation
 
         return translated

@@ -31,13 +31,21 @@ from serval_api.routing.placement import Placement, load_fraction, newest_older
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeGone, NodeSession, model_ref
 from serval_api.routing.work import AlignWork, Served, TranslateWork, WordGraphWork
-from serval_common.core import TranslationResult, WordAlignmentResult, WordGraph
+from serval_common.core import Sender, TranslationResult, WordAlignmentResult, WordGraph
 from serval_common.model_revision import ModelRevision
-from serval_common.node_codec import DETAIL_TO_WIRE, alignment_from_wire, graph_from_wire, result_from_wire
+from serval_common.node_codec import (
+    CLASS_TO_WIRE,
+    DETAIL_TO_WIRE,
+    alignment_from_wire,
+    graph_from_wire,
+    result_from_wire,
+)
 from serval_common.redact import redact
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
+
+Operation = node_pb2.TranslateOp | node_pb2.WordGraphOp | node_pb2.AlignOp
 
 
 class RequestRouter:
@@ -62,7 +70,9 @@ class RequestRouter:
             target_prefix=work.prefix,
             detail=DETAIL_TO_WIRE[work.detail],
         )
-        result, served = await self._run(work.model, work.family, request_id, timeout_s, translate=op)
+        result, served = await self._run(
+            work.model, work.family, work.sender, request_id, timeout_s, translate=op
+        )
         return Served([result_from_wire(r) for r in result.translate.results], served.revision)
 
     async def word_graph(
@@ -71,34 +81,34 @@ class RequestRouter:
         op = node_pb2.WordGraphOp(
             segment=work.segment, source_language=work.source_language, target_language=work.target_language
         )
-        result, served = await self._run(work.model, work.family, request_id, timeout_s, word_graph=op)
+        result, served = await self._run(
+            work.model, work.family, work.sender, request_id, timeout_s, word_graph=op
+        )
         return Served(graph_from_wire(result.word_graph), served.revision)
 
     async def align(
         self, work: AlignWork, *, request_id: str, timeout_s: float
     ) -> Served[WordAlignmentResult]:
         op = node_pb2.AlignOp(source_segment=work.source_segment, target_segment=work.target_segment)
-        result, served = await self._run(work.model, work.family, request_id, timeout_s, align=op)
+        result, served = await self._run(
+            work.model, work.family, work.sender, request_id, timeout_s, align=op
+        )
         return Served(alignment_from_wire(result.alignment), served.revision)
 
     async def _run(
         self,
         model: ModelRevision,
         family: str,
+        sender: Sender,
         request_id: str,
         timeout_s: float,
-        **operation: node_pb2.TranslateOp | node_pb2.WordGraphOp | node_pb2.AlignOp,
+        **operation: Operation,
     ) -> tuple[node_pb2.WorkResult, ModelRevision]:
         deadline = time.monotonic() + timeout_s
         tried: set[str] = set()
         for attempt in range(2):
             session, served = await self._acquire(model, family, deadline, exclude=tried)
-            item = node_pb2.WorkItem(
-                request_id=request_id,
-                deadline=wall_clock(deadline),
-                model=model_ref(served),
-                **operation,
-            )
+            item = work_item(request_id, deadline, served, sender, **operation)
             future = session.submit(request_id, item)
             try:
                 result = await answer_by(future, deadline)
@@ -189,6 +199,22 @@ class RequestRouter:
                     raise NotFound(f"engine {model.engine_id} not found")
         finally:
             self._waiting -= 1
+
+
+def work_item(
+    request_id: str, deadline: float, model: ModelRevision, sender: Sender, **operation: Operation
+) -> node_pb2.WorkItem:
+    """The work item sent to a node: its operation on `model`, due by `deadline` (monotonic
+    seconds), and who sent it (the node's batcher takes turns between owners)."""
+    return node_pb2.WorkItem(
+        request_id=request_id,
+        deadline=wall_clock(deadline),
+        model=model_ref(model),
+        owner=sender.owner,
+        key_id=sender.key_id,
+        work_class=CLASS_TO_WIRE[sender.work_class],
+        **operation,
+    )
 
 
 def _work_error(error: node_pb2.WorkError) -> ServalError:

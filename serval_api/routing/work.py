@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from serval_common.core import Detail
+from serval_common.core import UNKNOWN_SENDER, Detail, Sender
 from serval_common.model_revision import ModelRevision
 
 T = TypeVar("T")
@@ -26,6 +26,8 @@ class TranslateWork:
     """Target text the user typed; every result starts with it."""
     detail: Detail = Detail.FULL
     """What the caller will read: the node computes nothing more."""
+    sender: Sender = UNKNOWN_SENDER
+    """Who asked, and whether someone waits for it: the node's batcher takes turns between owners."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class WordGraphWork:
     source_language: str
     target_language: str
     segment: str
+    sender: Sender = UNKNOWN_SENDER
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class AlignWork:
     family: str
     source_segment: str
     target_segment: str
+    sender: Sender = UNKNOWN_SENDER
 
 
 @dataclass(frozen=True)

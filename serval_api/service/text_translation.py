@@ -11,6 +11,10 @@ NLLB Translator and LibreTranslate's clients.
   with `sentencex` (which knows the world's scripts: `।`, `؟`, `።`, `。`…), the sentences are
   translated concurrently (a node batches them), and the translations are joined with the
   original whitespace and line breaks.
+- **Bulk or interactive.** A text of a few sentences (SIL Converters' sentence or paragraph) is
+  interactive work; a request of several texts (a LibreTranslate list) or a text of many sentences
+  is bulk work (`serval_common.core.work_class`), which a node batches after the interactive work
+  of every owner.
 - **Only the text.** These clients read no confidences and no alignment (`Detail.TEXT`), so the
   node skips the passes that make them.
 - **Limits.** Each text is one translate-type request against the key's per-minute limit, and
@@ -41,7 +45,7 @@ from serval_api.errors import InvalidArgument, NotFound, PayloadTooLarge, Unavai
 from serval_api.routing.work import Served, TranslateWork
 from serval_api.service import translation
 from serval_api.service.context import Services
-from serval_common.core import Detail, TranslationResult
+from serval_common.core import Detail, Sender, TranslationResult, work_class
 from serval_common.languages import describe_languages
 from serval_common.manifest import ManifestError, resolve_revision
 from serval_common.model_revision import ModelRevision
@@ -137,9 +141,12 @@ async def translate_text(
     text: str,
     *,
     alternatives: int = 0,
+    texts: int = 1,
 ) -> TextTranslation:
     """`text` translated sentence by sentence, whitespace kept; `alternatives` more whole
-    translations (each sentence's next-best, joined the same way)."""
+    translations (each sentence's next-best, joined the same way). `texts`: how many texts the
+    client's request carries (a LibreTranslate list): with several, or with a text of many
+    sentences, the sentences are bulk work, which a node serves after interactive work."""
     caller.require(READ_ENGINES)
     await services.quotas.translate(caller)  # one request, however many sentences
     limit = services.quotas.max_chars(caller, services.settings.api.max_text_chars)
@@ -159,10 +166,11 @@ async def translate_text(
         raise InvalidArgument("The source and target languages are the same; choose two languages.")
     pieces = split_sentences(text, source_code)
     sentences = [i for i, piece in enumerate(pieces) if piece.strip()]
+    sender = caller.sender(work_class(sentences=len(sentences), texts=texts))
     answers = await asyncio.gather(
         *(
             _translate_sentence(
-                services, caller, model, source_code, target_code, pieces[i], 1 + alternatives
+                services, caller, sender, model, source_code, target_code, pieces[i], 1 + alternatives
             )
             for i in sentences
         )
@@ -215,6 +223,7 @@ def _unknown_language(code: str, model: TextModel) -> str:
 async def _translate_sentence(
     services: Services,
     caller: Caller,
+    sender: Sender,
     model: TextModel,
     source_code: str,
     target_code: str,
@@ -225,7 +234,14 @@ async def _translate_sentence(
     call: Awaitable[Served[list[TranslationResult]]]
     if model.engine_id is not None:
         call = translation.translate(
-            services, caller, model.engine_id, sentence, n, detail=Detail.TEXT, counted=True
+            services,
+            caller,
+            model.engine_id,
+            sentence,
+            n,
+            detail=Detail.TEXT,
+            counted=True,
+            work_class=sender.work_class,
         )
     else:
         work = TranslateWork(
@@ -236,6 +252,7 @@ async def _translate_sentence(
             segment=sentence,
             n=n,
             detail=Detail.TEXT,
+            sender=sender,
         )
         call = services.dispatcher.translate(work, request_id=uuid.uuid4().hex, timeout_s=wait_s)
     try:

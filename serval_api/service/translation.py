@@ -21,10 +21,12 @@ from serval_common.core import (
     AlignedWordPair,
     Detail,
     Phrase,
+    Sender,
     TranslationResult,
     TranslationSource,
     WordGraph,
     WordGraphArc,
+    WorkClass,
 )
 from serval_common.families import family
 
@@ -42,13 +44,15 @@ async def translate(
     *,
     detail: Detail = Detail.FULL,
     counted: bool = False,
+    work_class: WorkClass = WorkClass.INTERACTIVE,
 ) -> Served[list[TranslationResult]]:
     """Up to n translations and the model revision that made them (a human translation sent with
     train-segment, or the echo engine, answer for the engine's current revision). An engine whose
     model learns trained segments (smt-transfer) always answers from the model. `detail`: what
     the caller will read (`Detail.TEXT`: confidences and alignment may be left out). `counted`:
     the request was already counted against the key's limit (a dialect's text, sentence by
-    sentence)."""
+    sentence). `work_class`: bulk for one of many sentences a dialect's request carries
+    (`serval_common.core.work_class`)."""
     record = await _engine_for_segment(services, caller, engine_id, segment, counted=counted)
     engine = record.engine
     _check_n(services.settings.api.max_n_best, n)
@@ -60,7 +64,7 @@ async def translate(
             return Served([human_result(segment, human)], engine.model_revision)
     if family(engine.type).served_here:
         return Served([echo_result(segment)] * n, engine.model_revision)
-    return await _dispatch_translate(services, engine, segment, n, detail=detail)
+    return await _dispatch_translate(services, caller.sender(work_class), engine, segment, n, detail=detail)
 
 
 async def translate_prefix(
@@ -78,7 +82,7 @@ async def translate_prefix(
     _require_built(engine)
     if family(engine.type).served_here:
         return Served([echo_result(segment)] * n, engine.model_revision)
-    return await _dispatch_translate(services, engine, segment, n, prefix)
+    return await _dispatch_translate(services, caller.sender(), engine, segment, n, prefix)
 
 
 def _check_n(max_n_best: int, n: int) -> None:
@@ -88,6 +92,7 @@ def _check_n(max_n_best: int, n: int) -> None:
 
 async def _dispatch_translate(
     services: Services,
+    sender: Sender,
     engine: Engine,
     segment: str,
     n: int,
@@ -106,6 +111,7 @@ async def _dispatch_translate(
         n=n,
         prefix=prefix,
         detail=detail,
+        sender=sender,
     )
     return await services.dispatcher.translate(
         work, request_id=request_id, timeout_s=services.settings.api.request_timeout_s
@@ -125,6 +131,7 @@ async def get_word_graph(
         source_language=engine.source_code,
         target_language=engine.target_code,
         segment=segment,
+        sender=caller.sender(),
     )
     return await services.dispatcher.word_graph(
         work, request_id=uuid.uuid4().hex, timeout_s=services.settings.api.request_timeout_s

@@ -75,6 +75,7 @@ async def align(
         family=engine.type,
         source_segment=source_segment,
         target_segment=target_segment,
+        sender=caller.sender(),
     )
     return await services.dispatcher.align(
         work, request_id=request_id, timeout_s=services.settings.api.request_timeout_s

@@ -49,6 +49,11 @@ class RejectionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REJECTION_REASON_INCOMPATIBLE_PROTOCOL: _ClassVar[RejectionReason]
     REJECTION_REASON_BAD_HELLO: _ClassVar[RejectionReason]
 
+class WorkClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORK_CLASS_INTERACTIVE: _ClassVar[WorkClass]
+    WORK_CLASS_BULK: _ClassVar[WorkClass]
+
 class ResultDetail(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     RESULT_DETAIL_FULL: _ClassVar[ResultDetail]
@@ -77,6 +82,8 @@ REJECTION_REASON_UNSPECIFIED: RejectionReason
 REJECTION_REASON_BAD_TOKEN: RejectionReason
 REJECTION_REASON_INCOMPATIBLE_PROTOCOL: RejectionReason
 REJECTION_REASON_BAD_HELLO: RejectionReason
+WORK_CLASS_INTERACTIVE: WorkClass
+WORK_CLASS_BULK: WorkClass
 RESULT_DETAIL_FULL: ResultDetail
 RESULT_DETAIL_TEXT: ResultDetail
 
@@ -355,10 +362,13 @@ class Rejection(_message.Message):
     def __init__(self, reason: _Optional[_Union[RejectionReason, str]] = ..., message: _Optional[str] = ..., supported_protocol_versions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("request_id", "deadline", "model", "translate", "word_graph", "train_segment", "align")
+    __slots__ = ("request_id", "deadline", "model", "owner", "key_id", "work_class", "translate", "word_graph", "train_segment", "align")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    WORK_CLASS_FIELD_NUMBER: _ClassVar[int]
     TRANSLATE_FIELD_NUMBER: _ClassVar[int]
     WORD_GRAPH_FIELD_NUMBER: _ClassVar[int]
     TRAIN_SEGMENT_FIELD_NUMBER: _ClassVar[int]
@@ -366,11 +376,14 @@ class WorkItem(_message.Message):
     request_id: str
     deadline: _timestamp_pb2.Timestamp
     model: ModelRef
+    owner: str
+    key_id: str
+    work_class: WorkClass
     translate: TranslateOp
     word_graph: WordGraphOp
     train_segment: TrainSegmentOp
     align: AlignOp
-    def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ..., word_graph: _Optional[_Union[WordGraphOp, _Mapping]] = ..., train_segment: _Optional[_Union[TrainSegmentOp, _Mapping]] = ..., align: _Optional[_Union[AlignOp, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., owner: _Optional[str] = ..., key_id: _Optional[str] = ..., work_class: _Optional[_Union[WorkClass, str]] = ..., translate: _Optional[_Union[TranslateOp, _Mapping]] = ..., word_graph: _Optional[_Union[WordGraphOp, _Mapping]] = ..., train_segment: _Optional[_Union[TrainSegmentOp, _Mapping]] = ..., align: _Optional[_Union[AlignOp, _Mapping]] = ...) -> None: ...
 
 class TranslateOp(_message.Message):
     __slots__ = ("segment", "n", "source_language", "target_language", "target_prefix", "detail")
