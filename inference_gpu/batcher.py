@@ -2,14 +2,25 @@
 
 Requests wait in one queue per decoding key. At most `concurrency` backend calls run at once, each
 in a worker thread, so while the model is busy new requests pile up into the next, larger batch. A
-queue is dispatched when a slot is free and it holds `max_batch_size` requests, or its oldest
-request has waited its share: `WAIT_FRACTION` of what the model took to translate a lone request
-(measured as it serves), never more than `max_wait_ms`, and not at all when that share is under
-the event loop's millisecond timer resolution. A lone request thus costs itself at most 5%
+queue is dispatched when a slot is free and it holds a batch's worth of requests (`batch_cap`), or
+its oldest request has waited its share: `WAIT_FRACTION` of what the model took to translate a
+lone request (measured as it serves), never more than `max_wait_ms`, and not at all when that
+share is under the event loop's millisecond timer resolution. A lone request thus costs itself at most 5%
 in waiting, and a burst arriving at an idle model shares one batch instead of queueing behind its
 first member: on the tiny model (a lone verse in ~5 ms) that is no wait at all; on the 600M shape on a CPU,
 where a lone verse takes ~3 s, 100 ms, which gathers a 64-verse burst that the API service hands
 over in ~70 ms.
+
+Fairness: a decoding key's queue serves interactive requests before bulk ones and lets owners take
+turns (deficit round robin, weighted by `weights`: `inference_gpu/fair_queue.py`), so one owner's
+flood does not hold another owner's request back: it goes into the next batch. Between decoding
+keys with a batch ready, the key served least recently goes first, so a flood on one key (n = 1)
+holds a request on another (n-best, a word graph) back one batch, not the flood's length.
+
+Latency: the batcher measures what a batch of each size costs the model (`BatchCosts`); with a
+`latency_target_ms`, a batch is capped at the size predicted to run within it (never below the size
+that costs `FLAT_COST_RATIO` lone requests, nor below one), so a request that arrives while the
+model is busy waits about one batch, then rides in one, wherever batch cost grows with size.
 """
 
 from __future__ import annotations
@@ -17,13 +28,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Hashable
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from inference_gpu.fair_queue import FairQueue
 from serval_common.aio import wait_changed
+from serval_common.core import Sender
 
 Req = TypeVar("Req", bound="Keyed")
 Res = TypeVar("Res")
@@ -31,7 +44,12 @@ Res = TypeVar("Res")
 
 class Keyed(Protocol):
     @property
-    def key(self) -> Hashable: ...
+    def key(self) -> Hashable:
+        """Requests of one batch share it (the decoding settings)."""
+
+    @property
+    def sender(self) -> Sender:
+        """Who asked: owners take turns, interactive work goes first."""
 
 
 class BatcherClosed(RuntimeError):
@@ -43,6 +61,14 @@ class _Item(Generic[Req, Res]):
     request: Req
     future: asyncio.Future[Res]
     queued_at: float
+
+    @property
+    def sender(self) -> Sender:
+        return self.request.sender
+
+    @property
+    def gone(self) -> bool:
+        return self.future.done()
 
 
 @dataclass
@@ -61,6 +87,48 @@ MIN_WAIT_S = 0.001
 """Shorter waits are not worth it: the event loop's timers (epoll) wake in whole milliseconds, so
 waiting 0.15 ms cost the tiny model's requests 1.7 ms each (`bench/`)."""
 
+FLAT_COST_RATIO = 2.0
+"""A batch predicted to cost at most this many lone requests is never capped: splitting it would
+cost throughput and save a waiting request little (on a GPU, where 32 verses cost about one, the
+latency target never bites)."""
+COST_SMOOTHING = 0.2
+"""Weight of a new measurement in a batch size's moving average of backend seconds."""
+
+
+class BatchCosts:
+    """Backend seconds per batch size, measured as the model serves (a moving average per size), and
+    the line cost = a + b·n fitted through them by least squares, which predicts sizes not seen."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[int, float] = {}
+
+    def observe(self, size: int, seconds: float) -> None:
+        known = self.seconds.get(size)
+        self.seconds[size] = seconds if known is None else known + COST_SMOOTHING * (seconds - known)
+
+    def line(self) -> tuple[float, float] | None:
+        """(a, b): seconds fixed per batch and per request; None until two sizes were measured."""
+        if len(self.seconds) < 2:
+            return None
+        count = len(self.seconds)
+        mean_n = sum(self.seconds) / count
+        mean_s = sum(self.seconds.values()) / count
+        spread = sum((n - mean_n) ** 2 for n in self.seconds)
+        slope = sum((n - mean_n) * (s - mean_s) for n, s in self.seconds.items()) / spread
+        return mean_s - slope * mean_n, slope
+
+    def cap(self, target_s: float, max_size: int) -> int:
+        """The largest batch size predicted to cost at most `target_s` (or `FLAT_COST_RATIO` lone
+        requests, if more), between 1 and `max_size`; `max_size` while the cost is unknown or does
+        not grow with size."""
+        line = self.line()
+        if line is None or line[1] <= 0:
+            return max_size
+        fixed, per_request = line
+        budget = max(target_s, FLAT_COST_RATIO * (fixed + per_request))
+        return max(1, min(max_size, int((budget - fixed) / per_request)))
+
+
 BatchObserver = Callable[[list[Req], list[float], float, list[Res]], None]
 """Called after each successful batch with its requests, each one's queue wait, the backend seconds
 and the results."""
@@ -74,18 +142,30 @@ class MicroBatcher(Generic[Req, Res]):
         max_batch_size: int = 32,
         max_wait_ms: float = 100.0,
         concurrency: int = 1,
+        weights: Mapping[str, float] | None = None,
+        latency_target_ms: float | None = None,
         on_batch: Callable[[int], None] | None = None,
         name: str = "batcher",
     ) -> None:
+        """`weights`: owners' and API keys' shares of the batches (`inference_gpu.fair_queue`), read
+        at every turn, so changing the mapping takes effect at once. `latency_target_ms`: cap
+        batches at the size measured to run within it; None: `max_batch_size` only."""
         if max_batch_size < 1 or concurrency < 1:
             raise ValueError("max_batch_size and concurrency must be at least 1")
         self._run_batch = run_batch
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_ms / 1000
+        self.weights: Mapping[str, float] = weights if weights is not None else {}
+        self.latency_target_s = None if latency_target_ms is None else latency_target_ms / 1000
+        self.costs = BatchCosts()
+        self.batch_cap = max_batch_size
+        """The most requests the next batch takes: `max_batch_size`, or less under the latency target."""
         self.on_batch = on_batch
         self.on_result: BatchObserver[Req, Res] | None = None
         self.stats = BatchStats()
-        self._queues: dict[Hashable, deque[_Item[Req, Res]]] = {}
+        self._queues: dict[Hashable, FairQueue[_Item[Req, Res]]] = {}
+        self._served: dict[Hashable, int] = {}
+        """Decoding key → the number of the batch that last served it (`stats.calls` then)."""
         self._free = concurrency
         """Backend calls that may start now (at most `concurrency` run at once)."""
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=name)
@@ -105,7 +185,7 @@ class MicroBatcher(Generic[Req, Res]):
     @property
     def pending(self) -> int:
         """Requests queued or in a running batch."""
-        queued = sum(not item.future.done() for queue in self._queues.values() for item in queue)
+        queued = sum(not item.gone for queue in self._queues.values() for item in queue)
         return queued + len(self._in_flight)
 
     async def submit(self, request: Req) -> Res:
@@ -116,12 +196,14 @@ class MicroBatcher(Generic[Req, Res]):
         assert self._wakeup is not None
         now = loop.time()
         item: _Item[Req, Res] = _Item(request, loop.create_future(), now)
-        queue = self._queues.setdefault(request.key, deque())
-        queue.append(item)
-        if self._free > 0 and (len(queue) >= self.max_batch_size or self.wait_limit_s == 0):
+        queue = self._queues.get(request.key)
+        if queue is None:
+            queue = self._queues[request.key] = FairQueue(self.weights)
+        queue.push(item)
+        if self._free > 0 and (len(queue) >= self.batch_cap or self.wait_limit_s == 0):
             # Ready now and a backend call is free: start it here rather than a loop turn later.
             self._launch_ready(loop, now)
-        elif len(queue) == 1 or len(queue) >= self.max_batch_size:
+        elif len(queue) == 1 or len(queue) >= self.batch_cap:
             self._wakeup.set()
         return await item.future
 
@@ -146,6 +228,7 @@ class MicroBatcher(Generic[Req, Res]):
             for item in queue:
                 _fail(item.future, error)
         self._queues.clear()
+        self._served.clear()
         for future in list(self._in_flight):
             _fail(future, error)
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -185,41 +268,42 @@ class MicroBatcher(Generic[Req, Res]):
     def _next_ready_in(self, now: float) -> float | None:
         """Seconds until some queue is ready (0 when one is), None when all are empty."""
         soonest: float | None = None
-        for queue in self._queues.values():
-            while queue and queue[0].future.done():
-                queue.popleft()
-            if not queue:
+        for key, queue in list(self._queues.items()):
+            oldest = queue.oldest()
+            if oldest is None:
+                self._forget(key)
                 continue
-            if self._flush or len(queue) >= self.max_batch_size:
+            if self._flush or len(queue) >= self.batch_cap:
                 return 0.0
-            wait = max(0.0, queue[0].queued_at + self.wait_limit_s - now)
+            wait = max(0.0, oldest + self.wait_limit_s - now)
             soonest = wait if soonest is None else min(soonest, wait)
         return soonest
 
     def _take(self, now: float) -> list[_Item[Req, Res]]:
-        """Up to `max_batch_size` live requests of the ready queue whose oldest waited longest."""
-        ready = [
-            (queue[0].queued_at, key)
-            for key, queue in self._queues.items()
-            if queue
-            and (
-                self._flush
-                or len(queue) >= self.max_batch_size
-                or queue[0].queued_at + self.wait_limit_s <= now
-            )
-        ]
+        """The next batch: up to `batch_cap` live requests, in their turns (`FairQueue`), of the
+        ready queue served least recently; among queues not served since they were last empty,
+        the one whose oldest request waited longest."""
+        ready: list[tuple[int, float, Hashable]] = []
+        for key, queue in self._queues.items():
+            oldest = queue.oldest()
+            if oldest is not None and (
+                self._flush or len(queue) >= self.batch_cap or oldest + self.wait_limit_s <= now
+            ):
+                ready.append((self._served.get(key, -1), oldest, key))
         if not ready:
             return []
-        key = min(ready, key=lambda entry: entry[0])[1]
+        key = min(ready, key=lambda entry: entry[:2])[2]
         queue = self._queues[key]
-        batch: list[_Item[Req, Res]] = []
-        while queue and len(batch) < self.max_batch_size:
-            item = queue.popleft()
-            if not item.future.done():
-                batch.append(item)
-        if not queue:
-            del self._queues[key]
+        batch = queue.take(self.batch_cap)
+        self._served[key] = self.stats.calls
+        if not len(queue):
+            self._forget(key)
         return batch
+
+    def _forget(self, key: Hashable) -> None:
+        """The key's queue is empty: drop it (a key queued again is served as a new one)."""
+        del self._queues[key]
+        self._served.pop(key, None)
 
     def _launch_ready(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
         """Start a backend call for every ready batch while calls are free."""
@@ -276,6 +360,9 @@ class MicroBatcher(Generic[Req, Res]):
                 raise RuntimeError(f"the backend answered {len(results)} of {len(batch)} requests")
             if len(batch) == 1:
                 self._lone_s = seconds if not self._lone_s else 0.8 * self._lone_s + 0.2 * seconds
+            self.costs.observe(len(batch), seconds)
+            if self.latency_target_s is not None:
+                self.batch_cap = self.costs.cap(self.latency_target_s, self.max_batch_size)
             if self.on_result is not None:
                 self.on_result(requests, [started - item.queued_at for item in batch], seconds, results)
         except BaseException as exc:

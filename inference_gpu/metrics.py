@@ -1,6 +1,11 @@
 """Prometheus metrics of one inference node, served on `node.metrics_port` (0 = off).
 
 Each node owns its own registry, so several nodes in one process (tests) never collide.
+Owners are never a label: their number has no bound (every SIL Converters translator's key can be
+an owner), and each would multiply the series every scrape stores, on an endpoint that is often
+less guarded than the admin API. The work class (interactive, bulk) labels queue wait and batch
+slots instead, and the number of owners per batch shows whether owners are taking turns.
+
 Device memory comes from NVML when `pynvml` is importable and the node runs on CUDA, else it is
 the process's resident memory.
 """
@@ -15,6 +20,7 @@ from collections.abc import Callable, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from inference_gpu.backends import Hypothesis, TranslateRequest
+from serval_common.core import WorkClass
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +44,24 @@ class NodeMetrics:
         )
         self.queue_wait = Histogram(
             "serval_node_queue_wait_seconds",
-            "Time a request waited in the micro-batcher.",
+            "Time a request waited in the micro-batcher, by work class (interactive or bulk).",
+            ["work_class"],
             buckets=_SECONDS,
+            registry=r,
+        )
+        self.batch_slots = Counter(
+            "serval_node_batch_slots",
+            "Requests run in backend batches, by work class: each class's share of the batches.",
+            ["work_class"],
+            registry=r,
+        )
+        for work_class in WorkClass:
+            self.queue_wait.labels(work_class=work_class.value)
+            self.batch_slots.labels(work_class=work_class.value)
+        self.batch_owners = Histogram(
+            "serval_node_batch_owners",
+            "Distinct owners in one backend batch (owners with queued requests take turns in a batch).",
+            buckets=(1, 2, 3, 4, 8, 16, 32),
             registry=r,
         )
         self.work_time = Histogram(
@@ -134,8 +156,11 @@ class NodeMetrics:
     ) -> None:
         self.batch_size.observe(len(waits))
         self.batch_engines.observe(len({request.engine for request in requests}))
-        for wait in waits:
-            self.queue_wait.observe(wait)
+        self.batch_owners.observe(len({request.sender.owner for request in requests}))
+        for request, wait in zip(requests, waits, strict=True):
+            work_class = request.sender.work_class.value
+            self.queue_wait.labels(work_class=work_class).observe(wait)
+            self.batch_slots.labels(work_class=work_class).inc()
         self.inference_time.observe(seconds)
         self.target_tokens.inc(sum(len(hypotheses[0].tokens) for hypotheses in results if hypotheses))
 

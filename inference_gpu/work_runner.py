@@ -26,7 +26,7 @@ from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2
 from serval_common.manifest import ManifestError
-from serval_common.node_codec import alignment_to_wire, detail_of, graph_to_wire, result_to_wire
+from serval_common.node_codec import alignment_to_wire, detail_of, graph_to_wire, result_to_wire, sender_of
 from serval_common.redact import error_reference, redact, secret_values
 from serval_common.settings import Settings
 from serval_common.store import StoreError
@@ -137,7 +137,11 @@ async def _run_operation(model: ServedModel, item: node_pb2.WorkItem) -> node_pb
         case "word_graph":
             op = item.word_graph
             graph = await model.word_graph(
-                op.segment, op.source_language, op.target_language, engine_id=item.model.engine_id
+                op.segment,
+                op.source_language,
+                op.target_language,
+                engine_id=item.model.engine_id,
+                sender=sender_of(item),
             )
             return node_pb2.WorkResult(request_id=request_id, word_graph=graph_to_wire(graph))
         case "align":
@@ -154,6 +158,7 @@ async def _run_operation(model: ServedModel, item: node_pb2.WorkItem) -> node_pb
                 translate.target_prefix,
                 engine_id=item.model.engine_id,
                 detail=detail_of(translate),
+                sender=sender_of(item),
             )
             return node_pb2.WorkResult(
                 request_id=request_id,

@@ -233,6 +233,29 @@ class NodeSettings(BaseModel):
         description="The most a request waits for others to join its batch; it waits 5% of what a lone "
         "request takes the model, up to this (see inference_gpu/batcher.py).",
     )
+    batch_latency_target_ms: float = Field(
+        default=100.0,
+        ge=0.0,
+        description="The longest one backend batch should take, so that a request arriving while another "
+        "owner's flood keeps a model busy waits about one batch, then rides in one (about twice this in "
+        "all). The node measures what each batch size costs the model and caps a batch at the largest size "
+        "predicted to finish within this, but never below the size that costs twice a lone request: "
+        "splitting such a batch costs throughput and saves a waiting request little. So the cap bites only "
+        "where a batch's cost grows with its size: on a CPU, where a 32-verse batch costs many lone verses "
+        "(the 600M model: seconds per verse, so batches of two or three), not on a GPU, where it costs "
+        "about one lone verse. 100 ms leaves full batches to a model whose 32-verse batch takes less (the "
+        "tiny test model on a CPU: ~40 ms), and keeps a slower model's batches as small as is worth it. "
+        "0 = no cap: batches of up to `max_batch_size` (inference_gpu/batcher.py).",
+    )
+    batch_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Shares of a model's batches when owners' requests compete for it: "
+        "`owner:<owner id>` or `key:<API key id>` → weight (default 1; an API key's weight, where set, wins "
+        "over its owner's). Owners with queued requests take turns (deficit round robin), each taking "
+        "as many requests per turn as its weight, so an owner of weight 2 gets two thirds of the slots "
+        "beside one of weight 1, and an owner alone gets them all (inference_gpu/fair_queue.py). E.g. "
+        "SERVAL_NODE__BATCH_WEIGHTS='{\"owner:scripture-forge\": 4}'.",
+    )
     beam_size: int = 4
     max_input_tokens: int = 256
     max_decoding_length: int = 256
@@ -268,6 +291,16 @@ class NodeSettings(BaseModel):
         default=None,
         description="Name the API service's certificate must carry; default: the addresses' one host name.",
     )
+
+    @field_validator("batch_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, weight in value.items():
+            if not name.startswith(("owner:", "key:")):
+                raise ValueError(f"batch weight {name!r}: name an owner (owner:ID) or an API key (key:ID)")
+            if not weight > 0:
+                raise ValueError(f"batch weight {name!r}: a weight must be above 0, not {weight}")
+        return value
 
 
 class ClearMLSettings(BaseModel):

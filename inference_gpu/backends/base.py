@@ -10,7 +10,7 @@ from typing import Self
 import numpy as np
 import numpy.typing as npt
 
-from serval_common.core import Detail
+from serval_common.core import UNKNOWN_SENDER, Detail, Sender
 from serval_common.settings import NodeSettings
 
 
@@ -27,6 +27,9 @@ class TranslateRequest:
     detail: Detail = field(default=Detail.FULL, compare=False)
     """`Detail.TEXT`: the caller reads the words only, so the backend computes neither the
     per-token log-probabilities nor the attention for it (requests of either share a batch)."""
+    sender: Sender = field(default=UNKNOWN_SENDER, compare=False)
+    """Who asked: the batcher takes turns between owners and serves interactive work first (any
+    senders share a batch)."""
 
     @property
     def key(self) -> tuple[int, int]:

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from inference_gpu.metrics import NodeMetrics
-from serval_common.core import Detail, TranslationResult, WordAlignmentResult, WordGraph
+from serval_common.core import (
+    UNKNOWN_SENDER,
+    Detail,
+    Sender,
+    TranslationResult,
+    WordAlignmentResult,
+    WordGraph,
+)
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -99,14 +106,22 @@ class ServedModel(ABC):
         *,
         engine_id: str = "",
         detail: Detail = Detail.FULL,
+        sender: Sender = UNKNOWN_SENDER,
     ) -> list[TranslationResult]:
         """Up to n distinct translations, best first; with a `prefix`, each one starts with it.
         `engine_id` names the engine asking (a model may serve several; for metrics); `detail`
-        says what the caller will read (a family may skip computing the rest)."""
+        says what the caller will read (a family may skip computing the rest); `sender` who asked
+        (a family that batches takes turns between owners)."""
         raise self._unsupported(Capability.TRANSLATE)
 
     async def word_graph(
-        self, segment: str, source_code: str, target_code: str, *, engine_id: str = ""
+        self,
+        segment: str,
+        source_code: str,
+        target_code: str,
+        *,
+        engine_id: str = "",
+        sender: Sender = UNKNOWN_SENDER,
     ) -> WordGraph:
         raise self._unsupported(Capability.WORD_GRAPH)
 

@@ -14,7 +14,7 @@ from inference_gpu.metrics import NodeMetrics
 from inference_gpu.nllb import EncodedSource, NllbTokenizer
 from inference_gpu.results import build_result
 from inference_gpu.word_graph import build_word_graph
-from serval_common.core import Detail, TranslationResult, WordGraph
+from serval_common.core import UNKNOWN_SENDER, Detail, Sender, TranslationResult, WordGraph
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -50,6 +50,8 @@ class NmtModel(ServedModel):
             max_batch_size=node_settings.max_batch_size,
             max_wait_ms=node_settings.max_batch_wait_ms,
             concurrency=backend.max_concurrent_batches,
+            weights=node_settings.batch_weights,
+            latency_target_ms=node_settings.batch_latency_target_ms or None,
             on_batch=on_batch,
             name=f"batch-{folder.name}",
         )
@@ -75,6 +77,7 @@ class NmtModel(ServedModel):
         prefix: str = "",
         engine_id: str = "",
         detail: Detail = Detail.FULL,
+        sender: Sender = UNKNOWN_SENDER,
     ) -> tuple[EncodedSource, TranslateRequest]:
         """Tokenize and check one segment. n > 1 asks for the whole beam so that n distinct
         translations remain after merging hypotheses that differ only in their pieces. A
@@ -100,6 +103,7 @@ class NmtModel(ServedModel):
             beam_size=beam_size,
             engine=engine_id,
             detail=detail,
+            sender=sender,
         )
         return source, request
 
@@ -112,9 +116,12 @@ class NmtModel(ServedModel):
         prefix: str = "",
         engine_id: str = "",
         detail: Detail = Detail.FULL,
+        sender: Sender = UNKNOWN_SENDER,
     ) -> tuple[EncodedSource, list[Hypothesis]]:
         """The backend's hypotheses for a segment, best first."""
-        source, request = self.prepare(segment, n, source_code, target_code, prefix, engine_id, detail)
+        source, request = self.prepare(
+            segment, n, source_code, target_code, prefix, engine_id, detail, sender
+        )
         return source, await self.batcher.submit(request)
 
     async def translate(
@@ -127,10 +134,11 @@ class NmtModel(ServedModel):
         *,
         engine_id: str = "",
         detail: Detail = Detail.FULL,
+        sender: Sender = UNKNOWN_SENDER,
     ) -> list[TranslationResult]:
         """Up to n distinct translations, best first; with a `prefix`, each one starts with it."""
         source, hypotheses = await self.hypotheses(
-            segment, n, source_code, target_code, prefix, engine_id, detail
+            segment, n, source_code, target_code, prefix, engine_id, detail, sender
         )
         results: list[TranslationResult] = []
         seen: set[tuple[str, ...]] = set()
@@ -145,11 +153,17 @@ class NmtModel(ServedModel):
         return results
 
     async def word_graph(
-        self, segment: str, source_code: str, target_code: str, *, engine_id: str = ""
+        self,
+        segment: str,
+        source_code: str,
+        target_code: str,
+        *,
+        engine_id: str = "",
+        sender: Sender = UNKNOWN_SENDER,
     ) -> WordGraph:
         """The lattice of the whole beam's hypotheses (see `inference_gpu.word_graph`)."""
         source, hypotheses = await self.hypotheses(
-            segment, self.settings.beam_size, source_code, target_code, engine_id=engine_id
+            segment, self.settings.beam_size, source_code, target_code, engine_id=engine_id, sender=sender
         )
         return build_word_graph(source, [(self.tokenizer.decode(h.tokens), h) for h in hypotheses])
 

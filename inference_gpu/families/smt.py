@@ -36,7 +36,7 @@ from typing import Any
 from inference_gpu.families.base import Capability, ServedModel
 from inference_gpu.families.smt_worker import resident_bytes, worker_call, worker_load
 from serval.inference.v1 import node_pb2
-from serval_common.core import Detail
+from serval_common.core import UNKNOWN_SENDER, Detail, Sender
 from serval_common.core import TranslationResult as CoreResult
 from serval_common.core import WordGraph as CoreGraph
 from serval_common.manifest import Manifest
@@ -179,6 +179,7 @@ class SmtModel(ServedModel):
         *,
         engine_id: str = "",
         detail: Detail = Detail.FULL,
+        sender: Sender = UNKNOWN_SENDER,
     ) -> list[CoreResult]:
         """The worker answers in the node protocol's messages; Thot computes every field anyway."""
         if n < 1:
@@ -187,7 +188,13 @@ class SmtModel(ServedModel):
         return [result_from_wire(node_pb2.TranslationResult.FromString(r)) for r in raw]
 
     async def word_graph(
-        self, segment: str, source_code: str, target_code: str, *, engine_id: str = ""
+        self,
+        segment: str,
+        source_code: str,
+        target_code: str,
+        *,
+        engine_id: str = "",
+        sender: Sender = UNKNOWN_SENDER,
     ) -> CoreGraph:
         return graph_from_wire(node_pb2.WordGraph.FromString(await self._call("word_graph", segment)))
 
