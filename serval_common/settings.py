@@ -97,7 +97,26 @@ class ApiSettings(BaseModel):
         description="How long a SIL Converters or LibreTranslate request waits for a model that is loading "
         "before it answers 503 'loading, try again' (the load goes on); SIL Converters gives up at 30 s.",
     )
-    max_queued_requests: int = 1000
+    max_queued_requests: int = Field(
+        default=1000,
+        description="Requests that may wait in this replica for an inference node slot or a model load, every "
+        "owner's together; over it a request is answered 503 with Retry-After.",
+    )
+    max_queued_per_owner: int = Field(
+        default=250,
+        ge=1,
+        description="Requests of one owner that may wait in this replica for a node slot; over it that owner's "
+        "next request is answered 503 with Retry-After while other owners' requests still queue. A quarter of "
+        "`max_queued_requests`, so that one owner cannot fill the waiting pool; far more than the closed-loop "
+        "clients of any ordinary tenant, and a long text waits with at most `text_sentence_concurrency` sentences.",
+    )
+    text_sentence_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="How many sentences of one SIL Converters or LibreTranslate text are sent to the nodes at once; "
+        "the rest follow as they are answered. A paragraph (8 sentences or fewer) goes out whole, as before; a "
+        "5,000-character text of hundreds of sentences cannot take a replica's waiting pool or a node's slots.",
+    )
     lookup_cache_s: float = Field(
         default=1.0,
         description="How long the translate path reuses an API key's or engine's record instead of reading "

@@ -360,7 +360,7 @@ class FakeDispatcher:
 
 
 class FakeQuotas:
-    async def translate(self, caller: Caller) -> None:
+    async def translate(self, caller: Caller, count: int = 1, *, counted: int = 0) -> None:
         return None
 
     def max_chars(self, caller: Caller, default: int) -> int:

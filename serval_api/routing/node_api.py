@@ -233,11 +233,11 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
             kind = message.WhichOneof("body")
             if kind == "result":
                 session.resolve(message.result)
-                await self.registry.notify()
+                await self.registry.notify(slots_only=True)
             elif kind == "results":
                 for result in message.results.results:
                     session.resolve(result)
-                await self.registry.notify()
+                await self.registry.notify(slots_only=True)
             elif kind == "model_status":
                 self.registry.set_model_state(session, message.model_status)
                 await self.registry.notify()
@@ -249,8 +249,10 @@ class NodeApiServicer(node_pb2_grpc.InferenceNodeApiServicer):
                     beat.free_slots, beat.slots, beat.session_in_flight if beat.slots > 0 else None
                 )
                 session.memory_free_bytes = max(0, beat.memory_free_bytes)
-                if session.heard_draining(beat.draining) or session.free_slots > had:
+                if session.heard_draining(beat.draining):
                     await self.registry.notify()
+                elif session.free_slots > had:
+                    await self.registry.notify(slots_only=True)
             elif kind == "goodbye":
                 return f"goodbye: {message.goodbye.reason}"
 

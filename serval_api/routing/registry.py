@@ -1,8 +1,11 @@
-"""The node sessions connected to this API service, and one wake-up for waiters whenever capacity or
+"""The node sessions connected to this API service, and the wake-ups for waiters whenever capacity or
 model state changes anywhere.
 
 `notify` runs on every answer a node sends, so it costs nothing when nobody waits: the event a
-waiter waits on is made only when someone waits, and replaced each time it fires."""
+waiter waits on is made only when someone waits, and replaced each time it fires. Requests waiting
+for a node slot do not wait on that event: `change_hooks` (the request router's fair waiters) hear
+each change and wake them in fair order, one per freed slot when only slots were freed
+(`notify(slots_only=True)`), every one on any other change."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from serval_common.redact import redact
 log = logging.getLogger(__name__)
 
 ModelStateListener = Callable[[NodeSession, node_pb2.ModelStatus], None]
+ChangeHook = Callable[[bool], None]
+"""Called on every `notify` with whether the change was structural (not only slots freed)."""
 
 
 class NodeRegistry:
@@ -27,6 +32,7 @@ class NodeRegistry:
         self._sessions: dict[str, NodeSession] = {}
         self._changed: asyncio.Event | None = None
         self.listeners: list[ModelStateListener] = []
+        self.change_hooks: list[ChangeHook] = []
 
     def sessions(self) -> list[NodeSession]:
         return [s for s in self._sessions.values() if not s.closed]
@@ -46,11 +52,14 @@ class NodeRegistry:
         log.info("node session closed", extra={"node_id": session.node_id, "reason": reason})
         await self.notify()
 
-    async def notify(self) -> None:
-        """Wake every `wait_for_change` now waiting."""
+    async def notify(self, *, slots_only: bool = False) -> None:
+        """Wake every `wait_for_change` now waiting, and tell `change_hooks`. `slots_only`: the
+        change only freed node slots (work answered), so no more waiters need waking than slots."""
         changed, self._changed = self._changed, None
         if changed is not None:
             changed.set()
+        for hook in self.change_hooks:
+            hook(not slots_only)
 
     async def wait_for_change(self, timeout_s: float) -> None:
         """Until the next `notify`, for at most `timeout_s`."""

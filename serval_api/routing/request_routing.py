@@ -26,6 +26,7 @@ import time
 from serval.inference.v1 import node_pb2
 from serval_api.errors import InvalidArgument, NotFound, NotSupported, ServalError, Unavailable
 from serval_api.routing.deadline import answer_by, wall_clock
+from serval_api.routing.fair_waiters import FairWaiters, Waiter
 from serval_api.routing.held import LOADING, READY
 from serval_api.routing.placement import Placement, load_fraction, newest_older
 from serval_api.routing.registry import NodeRegistry
@@ -54,6 +55,8 @@ class RequestRouter:
         self.settings = settings
         self.placement = placement
         self._waiting = 0
+        self._waiters = FairWaiters()
+        registry.change_hooks.append(lambda structural: self._wake(everyone=structural))
 
     def queue_size(self) -> int:
         """Requests waiting for a node slot or a model load."""
@@ -107,7 +110,7 @@ class RequestRouter:
         deadline = time.monotonic() + timeout_s
         tried: set[str] = set()
         for attempt in range(2):
-            session, served = await self._acquire(model, family, deadline, exclude=tried)
+            session, served = await self._acquire(model, family, sender, deadline, exclude=tried)
             item = work_item(request_id, deadline, served, sender, **operation)
             future = session.submit(request_id, item)
             try:
@@ -130,7 +133,7 @@ class RequestRouter:
                     raise
                 raise Unavailable(f"the translation did not finish within {timeout_s:g} s") from None
             finally:
-                await self.registry.notify()
+                await self.registry.notify(slots_only=True)
             if result.HasField("error") and result.error.code == node_pb2.WORK_ERROR_CODE_OVERLOADED:
                 tried.add(session.session_id)
                 log.info(
@@ -153,15 +156,47 @@ class RequestRouter:
         raise Unavailable("no inference node could take the request; try again", retry_after_s=1)
 
     async def _acquire(
-        self, model: ModelRevision, family: str, deadline: float, exclude: set[str]
+        self, model: ModelRevision, family: str, sender: Sender, deadline: float, exclude: set[str]
     ) -> tuple[NodeSession, ModelRevision]:
         """Wait until a node holds `model` ready with a free slot, asking one to load it if none does.
-        While no node has `model` ready, a node with an older revision of the engine ready serves."""
-        if self._waiting >= self.settings.api.max_queued_requests:
+        While no node has `model` ready, a node with an older revision of the engine ready serves.
+
+        A request takes a free slot at once only while nobody waits; otherwise it waits its turn
+        among the waiters (`FairWaiters`: interactive first, owner by owner), and is woken when a
+        slot it could use is free for it, or when anything else changed that it must rescan for."""
+        api = self.settings.api
+        if self._waiting >= api.max_queued_requests:
             raise Unavailable("too many requests are waiting for an inference node", retry_after_s=1)
+        if self._waiters.waiting(sender.owner) >= api.max_queued_per_owner:
+            raise Unavailable(
+                "too many of your requests are waiting for an inference node; "
+                "wait for some to be answered and try again",
+                retry_after_s=1,
+            )
         if self.placement.retiring(model.engine_id):
             raise NotFound(f"engine {model.engine_id} not found")
         model = self.placement.current(model)
+
+        def usable(session: NodeSession) -> bool:
+            return (
+                session.session_id not in exclude
+                and family in session.families
+                and not session.draining
+                and not session.closed
+            )
+
+        def fits(session: NodeSession) -> bool:
+            """Whether `session` could serve this request now, its free slots aside (as the scan
+            below decides: `model` ready there, or an older revision while none has it ready)."""
+            if not usable(session):
+                return False
+            if session.serves(model) == READY:
+                return True
+            if newest_older(model, [session]) is None:
+                return False
+            return not any(usable(s) and s.serves(model) == READY for s in self.registry.sessions())
+
+        waiter: Waiter | None = None
         self._waiting += 1
         try:
             while True:
@@ -180,8 +215,6 @@ class RequestRouter:
                 ready = [s for s in sessions if s.serves(model) == READY]
                 free = [s for s in ready if s.accepts_work()]
                 self.placement.spread_if_hot(model, sessions, ready)
-                if free:
-                    return min(free, key=load_fraction), model
                 older = None if ready else newest_older(model, sessions)
                 if not any(s.serves(model) in (READY, LOADING) for s in sessions):
                     try:
@@ -189,16 +222,36 @@ class RequestRouter:
                     except Unavailable:
                         if older is None:
                             raise
-                if older is not None:
-                    return older
+                chosen = (min(free, key=load_fraction), model) if free else older
+                if chosen is not None:
+                    if waiter is None and self._waiters:
+                        # Others wait: this request takes its turn among them (it goes now only if
+                        # the fair order gives it one of the free slots).
+                        waiter = self._waiters.add(sender, fits)
+                        self._wake(everyone=False)
+                    if waiter is None or waiter.woken:
+                        self._waiters.admitted(sender.owner)
+                        if waiter is not None:
+                            self._waiters.remove(waiter)
+                            waiter = None
+                        return chosen
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise Unavailable("no inference node could take the request in time", retry_after_s=1)
-                await self.registry.wait_for_change(remaining)
+                if waiter is None:
+                    waiter = self._waiters.add(sender, fits)
+                await waiter.wait(remaining)
                 if self.placement.retiring(model.engine_id):
                     raise NotFound(f"engine {model.engine_id} not found")
         finally:
             self._waiting -= 1
+            if waiter is not None:
+                self._waiters.remove(waiter)
+                if waiter.woken:  # it gives up the slot it was woken for: the next in turn takes it
+                    self._wake(everyone=False)
+
+    def _wake(self, *, everyone: bool) -> None:
+        self._waiters.wake(self.registry.sessions(), everyone=everyone)
 
 
 def work_item(

@@ -1,8 +1,8 @@
 """Per-key limits: one tenant cannot take what the others need (docs/limits.md).
 
 - **Translate-type requests per minute, per API key** (`limits.translate_per_minute`): translate,
-  translate with a prefix, word graph, train-segment, word alignment of a pair, and each text the
-  dialects translate (one request, however many sentences).
+  translate with a prefix, word graph, train-segment, word alignment of a pair, and each sentence
+  of a text the dialects translate (a text counts at most the key's whole limit).
 - **Build starts per hour, per owner** (`limits.build_starts_per_hour`).
 - **Concurrent long polls, per API key** (`limits.concurrent_long_polls`): REST long polls while
   they wait, gRPC WatchBuild while it streams.
@@ -119,10 +119,16 @@ class Quotas:
         override = caller.limits.max_chars_per_request
         return default if override is None else override
 
-    async def translate(self, caller: Caller) -> None:
-        """Count one translate-type request of `caller`'s key; `RateLimited` over its limit."""
+    async def translate(self, caller: Caller, count: int = 1, *, counted: int = 0) -> None:
+        """Count `count` translate-type requests of `caller`'s key (the sentences of a dialect's
+        text), all or none; `RateLimited` when they do not fit its limit. `counted`: how many of the
+        same client request were counted already: one request counts at most the key's whole limit,
+        so that a text of more sentences than the limit is not refused for ever."""
         limit = _pick(caller.limits.translate_per_minute, self._settings.translate_per_minute)
         if limit == 0:
+            return
+        count = min(count, limit - counted)
+        if count <= 0:
             return
         chunk = max(1, min(MAX_CHUNK, limit // CHUNK_DIVISOR))
         await self._take(
@@ -135,6 +141,7 @@ class Quotas:
                 f"Too many requests: this API key may make {limit} translation requests a minute; "
                 f"try again in {wait} s."
             ),
+            count,
         )
 
     async def build_start(self, caller: Caller) -> None:
@@ -204,7 +211,9 @@ class Quotas:
         window_s: int,
         chunk: int,
         message: Callable[[int], str],
+        count: int = 1,
     ) -> None:
+        """Take `count` of the subject's allowance in this window, all or none."""
         now = time.time()
         start = int(now // window_s) * window_s
         allowance = self._allowances.get((kind, subject))
@@ -217,18 +226,19 @@ class Quotas:
             allowance.remaining = 0
         allowance.limit = limit
         while True:
-            if allowance.remaining > 0:
-                allowance.remaining -= 1
+            if allowance.remaining >= count:
+                allowance.remaining -= count
                 return
             if allowance.full_at == limit:
                 break
             async with allowance.lock:
-                if allowance.remaining > 0 or allowance.full_at == limit:
+                if allowance.remaining >= count or allowance.full_at == limit:
                     continue  # another request took more (or found the window full) meanwhile
-                used = await self._reserve(subject, kind, start, chunk)
-                granted = max(0, min(chunk, limit - (used - chunk)))
+                asked = max(chunk, count - allowance.remaining)
+                used = await self._reserve(subject, kind, start, asked)
+                granted = max(0, min(asked, limit - (used - asked)))
                 allowance.remaining += granted
-                if granted < chunk:
+                if granted < asked:
                     allowance.full_at = limit
         wait = max(1, math.ceil(start + window_s - time.time()))
         if not allowance.refusal_logged:

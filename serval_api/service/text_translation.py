@@ -17,9 +17,23 @@ NLLB Translator and LibreTranslate's clients.
   of every owner.
 - **Only the text.** These clients read no confidences and no alignment (`Detail.TEXT`), so the
   node skips the passes that make them.
-- **Limits.** Each text is one translate-type request against the key's per-minute limit, and
-  the key's `max_chars_per_request` replaces `api.max_text_chars` (`service/quotas.py`); over a
-  limit the answer is `RateLimited` (429 with Retry-After and a short sentence).
+- **A long text is many requests.** Its sentences are sent to the nodes at most
+  `api.text_sentence_concurrency` (8) at a time, the next as one is answered, so one text of
+  hundreds of sentences cannot take a replica's waiting pool or a node's slots from other owners
+  (and, bulk, it waits its owner's turn: `routing/fair_waiters.py`). When one sentence fails, the
+  others are cancelled at once (on the nodes too) and the text fails with its error.
+- **Limits.** Each sentence is one translate-type request against the key's per-minute limit:
+  the text counts once as it arrives (so a refused text counts too, as any request does), and
+  its sentences beyond the first once it is split, before any is sent: all or nothing, a text
+  over the key's remaining allowance is refused (429) and nothing of it translated. The node does
+  a sentence's work whatever the text around it, so this is what a key's limit means for the
+  translate endpoint, and what DeepL, Google and LibreTranslate's own character limits do in
+  effect (they count characters, which grow with sentences); a one-sentence text still counts
+  once, so SIL Converters and LibreTranslate clients that send a sentence at a time see no
+  change. So that a key whose limit is below a text's sentences can still send it, a text counts
+  at most the key's whole limit (its first minute's worth). The key's `max_chars_per_request`
+  replaces `api.max_text_chars` (`service/quotas.py`); over a limit the answer is `RateLimited`
+  (429 with Retry-After and a short sentence).
 - **Never a long wait.** When no node holds the model and it is not ready within
   `api.text_load_wait_s`, the answer is `ModelLoading` (503 with Retry-After); the load goes on.
 
@@ -30,11 +44,13 @@ dialects show it to the translator as it is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import langcodes
 import sentencex
@@ -51,6 +67,7 @@ from serval_common.manifest import ManifestError, resolve_revision
 from serval_common.model_revision import ModelRevision
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BASE_MODEL_CACHE_S = 60.0
 """How long the public base model's manifest (its weights and languages) is reused."""
@@ -148,7 +165,7 @@ async def translate_text(
     client's request carries (a LibreTranslate list): with several, or with a text of many
     sentences, the sentences are bulk work, which a node serves after interactive work."""
     caller.require(READ_ENGINES)
-    await services.quotas.translate(caller)  # one request, however many sentences
+    await services.quotas.translate(caller)  # the text's first sentence; the others below
     limit = services.quotas.max_chars(caller, services.settings.api.max_text_chars)
     if not text.strip():
         raise InvalidArgument("There is no text to translate.")
@@ -166,14 +183,25 @@ async def translate_text(
         raise InvalidArgument("The source and target languages are the same; choose two languages.")
     pieces = split_sentences(text, source_code)
     sentences = [i for i, piece in enumerate(pieces) if piece.strip()]
+    if len(sentences) > 1:
+        await services.quotas.translate(caller, count=len(sentences) - 1, counted=1)
     sender = caller.sender(work_class(sentences=len(sentences), texts=texts))
-    answers = await asyncio.gather(
-        *(
-            _translate_sentence(
-                services, caller, sender, model, source_code, target_code, pieces[i], 1 + alternatives
+    answers = await _bounded(
+        [
+            functools.partial(
+                _translate_sentence,
+                services,
+                caller,
+                sender,
+                model,
+                source_code,
+                target_code,
+                pieces[i],
+                1 + alternatives,
             )
             for i in sentences
-        )
+        ],
+        services.settings.api.text_sentence_concurrency,
     )
     versions: list[str] = []
     for k in range(1 + alternatives):
@@ -185,6 +213,32 @@ async def translate_text(
         else:
             versions.append("".join(out))
     return TextTranslation(versions[0], tuple(versions[1:]))
+
+
+async def _bounded(calls: Iterable[Callable[[], Awaitable[T]]], limit: int) -> list[T]:
+    """Each call's answer, in order, with at most `limit` running at once. When one fails, the
+    others are cancelled (a sentence's cancellation reaches its node) and its error is raised."""
+    pending = list(enumerate(calls))
+    pending.reverse()
+    answers: dict[int, T] = {}
+
+    async def worker() -> None:
+        while pending:
+            index, call = pending.pop()
+            answers[index] = await call()
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(max(1, limit), len(pending))):
+                group.create_task(worker())
+    except BaseExceptionGroup as failed:
+        raise _first(failed) from None
+    return [answers[i] for i in range(len(answers))]
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    error = group.exceptions[0]
+    return _first(error) if isinstance(error, BaseExceptionGroup) else error
 
 
 def split_sentences(text: str, nllb_code: str) -> list[str]:
