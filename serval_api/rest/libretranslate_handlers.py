@@ -13,7 +13,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from fastapi import Request, Response
@@ -83,25 +83,43 @@ async def translate(services: Services, request: Request) -> dict[str, Any]:
                 f"language from {language_name(source_code)} ({libre_code(source_code)})"
             )
 
+    # Every text of the request shares its bound on sentences in flight, and they fail together.
+    sentences_at_once = text_translation.sentence_limit(services)
+
     async def one(text: str, source_code: str) -> TextTranslation:
         if not text.strip() or source_code == target_code:
             return TextTranslation(text)  # nothing to translate, or already in the target language
         if text_format == "html":
             return TextTranslation(await translate_html(text, piece(source_code)))
         return await text_translation.translate_text(
-            services, caller, source_code, target_code, text, alternatives=alternatives, texts=len(texts)
+            services,
+            caller,
+            source_code,
+            target_code,
+            text,
+            alternatives=alternatives,
+            texts=len(texts),
+            sentences_at_once=sentences_at_once,
         )
 
     def piece(source_code: str) -> Callable[[str], Awaitable[str]]:
         async def translated(text: str) -> str:
             answer = await text_translation.translate_text(
-                services, caller, source_code, target_code, text, texts=len(texts)
+                services,
+                caller,
+                source_code,
+                target_code,
+                text,
+                texts=len(texts),
+                sentences_at_once=sentences_at_once,
             )
             return answer.translation
 
         return translated
 
-    results = await asyncio.gather(*(one(t, s) for t, s in zip(texts, sources, strict=True)))
+    results = await text_translation.together(
+        [partial(one, t, s) for t, s in zip(texts, sources, strict=True)]
+    )
     answer: dict[str, Any] = {
         "translatedText": [r.translation for r in results] if batch else results[0].translation
     }

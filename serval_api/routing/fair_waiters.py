@@ -132,15 +132,15 @@ class FairWaiters:
         (`everyone`: a structural change, every waiter). The waiters woken now."""
         if not self._waiters:
             return []
-        ordered = self.order()
         if everyone:
-            woken = [w for w in ordered if not w.woken]
+            woken = [w for w in self.order() if not w.woken]
             for waiter in woken:
                 waiter.wake()
             return woken
         free = {s.session_id: s.free_slots for s in sessions if s.accepts_work()}
         if sum(free.values()) <= 0:
-            return []
+            return []  # the common case under load: a node answered, its slot taken at once
+        ordered = self.order()
         open_sessions = [s for s in sessions if free.get(s.session_id, 0) > 0]
 
         def take(waiter: Waiter) -> bool:

@@ -18,7 +18,8 @@ NLLB Translator and LibreTranslate's clients.
 - **Only the text.** These clients read no confidences and no alignment (`Detail.TEXT`), so the
   node skips the passes that make them.
 - **A long text is many requests.** Its sentences are sent to the nodes at most
-  `api.text_sentence_concurrency` (8) at a time, the next as one is answered, so one text of
+  `api.text_sentence_concurrency` (8) at a time, the next as one is answered (for a client request
+  of several texts, a LibreTranslate list or an HTML document, 8 in all: `sentence_limit`), so one text of
   hundreds of sentences cannot take a replica's waiting pool or a node's slots from other owners
   (and, bulk, it waits its owner's turn: `routing/fair_waiters.py`). When one sentence fails, the
   others are cancelled at once (on the nodes too) and the text fails with its error.
@@ -159,11 +160,14 @@ async def translate_text(
     *,
     alternatives: int = 0,
     texts: int = 1,
+    sentences_at_once: asyncio.Semaphore | None = None,
 ) -> TextTranslation:
     """`text` translated sentence by sentence, whitespace kept; `alternatives` more whole
     translations (each sentence's next-best, joined the same way). `texts`: how many texts the
     client's request carries (a LibreTranslate list): with several, or with a text of many
-    sentences, the sentences are bulk work, which a node serves after interactive work."""
+    sentences, the sentences are bulk work, which a node serves after interactive work.
+    `sentences_at_once`: the client request's bound on its sentences in flight, shared by every
+    text it carries (`sentence_limit`); None: this text's own."""
     caller.require(READ_ENGINES)
     await services.quotas.translate(caller)  # the text's first sentence; the others below
     limit = services.quotas.max_chars(caller, services.settings.api.max_text_chars)
@@ -186,7 +190,7 @@ async def translate_text(
     if len(sentences) > 1:
         await services.quotas.translate(caller, count=len(sentences) - 1, counted=1)
     sender = caller.sender(work_class(sentences=len(sentences), texts=texts))
-    answers = await _bounded(
+    answers = await together(
         [
             functools.partial(
                 _translate_sentence,
@@ -202,6 +206,7 @@ async def translate_text(
             for i in sentences
         ],
         services.settings.api.text_sentence_concurrency,
+        sentences_at_once or sentence_limit(services),
     )
     versions: list[str] = []
     for k in range(1 + alternatives):
@@ -215,9 +220,20 @@ async def translate_text(
     return TextTranslation(versions[0], tuple(versions[1:]))
 
 
-async def _bounded(calls: Iterable[Callable[[], Awaitable[T]]], limit: int) -> list[T]:
-    """Each call's answer, in order, with at most `limit` running at once. When one fails, the
-    others are cancelled (a sentence's cancellation reaches its node) and its error is raised."""
+def sentence_limit(services: Services) -> asyncio.Semaphore:
+    """One client request's bound on its sentences in flight (`api.text_sentence_concurrency`),
+    for every text it carries (a LibreTranslate list, an HTML document's text nodes)."""
+    return asyncio.Semaphore(services.settings.api.text_sentence_concurrency)
+
+
+async def together(
+    calls: Iterable[Callable[[], Awaitable[T]]],
+    limit: int | None = None,
+    slots: asyncio.Semaphore | None = None,
+) -> list[T]:
+    """Each call's answer, in order, with at most `limit` running at once (None: all) and each
+    holding one of `slots` while it runs. When one fails, the others are cancelled (a sentence's
+    cancellation reaches its node) and its error is raised."""
     pending = list(enumerate(calls))
     pending.reverse()
     answers: dict[int, T] = {}
@@ -225,11 +241,16 @@ async def _bounded(calls: Iterable[Callable[[], Awaitable[T]]], limit: int) -> l
     async def worker() -> None:
         while pending:
             index, call = pending.pop()
-            answers[index] = await call()
+            if slots is None:
+                answers[index] = await call()
+            else:
+                async with slots:
+                    answers[index] = await call()
 
+    workers = len(pending) if limit is None else min(max(1, limit), len(pending))
     try:
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(max(1, limit), len(pending))):
+            for _ in range(workers):
                 group.create_task(worker())
     except BaseExceptionGroup as failed:
         raise _first(failed) from None
@@ -353,7 +374,9 @@ __all__ = [
     "TextTranslation",
     "languages",
     "public_base_model",
+    "sentence_limit",
     "split_sentences",
     "text_model",
+    "together",
     "translate_text",
 ]

@@ -343,6 +343,31 @@ def test_a_long_texts_sentences_run_a_few_at_a_time(tmp_path: Path, monkeypatch:
     asyncio.run(run())
 
 
+def test_the_texts_of_one_request_share_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LibreTranslate list of two long texts: 3 sentences in flight in all, not 3 a text."""
+    dispatcher = GatedDispatcher()
+    services = text_services(tmp_path, monkeypatch, dispatcher)
+    services.__dict__["quotas"] = Uncounted()
+
+    async def run() -> None:
+        shared = text_translation.sentence_limit(services)
+
+        async def one() -> text_translation.TextTranslation:
+            return await text_translation.translate_text(
+                services, CALLER, "eng_Latn", "swh_Latn", "Go! " * 10, texts=2, sentences_at_once=shared
+            )
+
+        both = asyncio.ensure_future(text_translation.together([one, one]))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert len(dispatcher.started) == 3
+        dispatcher.release.set()
+        assert [t.translation for t in await both] == ["Go! " * 10] * 2
+        assert dispatcher.most == 3 and len(dispatcher.started) == 20
+
+    asyncio.run(run())
+
+
 def test_when_one_sentence_fails_the_others_are_cancelled_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
