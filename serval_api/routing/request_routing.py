@@ -3,8 +3,11 @@
 A node that already holds the model revision and has a free slot is preferred (least loaded
 first); otherwise a node is told to load it (`placement.Placement.request_load`) and the request
 waits for the load within its deadline. Work is never sent beyond a node's advertised slots.
-Translation is idempotent, so work on a node that goes away is retried once on another node. A
-request whose caller gives up (deadline passed, client cancelled) is cancelled on the node too.
+A request that finds no free slot waits its turn (`fair_waiters.FairWaiters`: interactive first,
+owner by owner, one woken per freed slot), at most `api.max_queued_per_owner` of one owner and
+`api.max_queued_requests` in all. Translation is idempotent, so work on a node that goes away is
+retried once on another node. A request whose caller gives up (deadline passed, client cancelled)
+is cancelled on the node too.
 
 Weights: work for a revision goes to a node holding its weights ready under any revision, which
 aliases them without a load, so a new engine on a loaded base model answers at once. What differs
