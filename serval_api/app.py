@@ -159,6 +159,7 @@ class ApiService:
             on_catch_up=self.metrics.catch_ups.inc,
         )
         dispatcher.train_fanout.on_learning_missed = learning.check_soon
+        dispatcher.router.on_slot_taken = self.metrics.observe_dispatch_wait
         services = Services(
             settings=settings,
             db=db,

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serval_api.db.database import Database
 from serval_api.db.models import Build, BuildState, DeliveryState, WebhookDelivery
+from serval_common.core import WorkClass
 
 UNMATCHED_ROUTE = "unmatched"
 WEBHOOK_OUTCOMES = ("delivered", "failed_attempt", "gave_up")
@@ -88,6 +89,17 @@ class ApiMetrics:
             "Translation requests waiting for an inference node slot or a model load.",
             registry=self.registry,
         )
+        self.dispatch_wait = Histogram(
+            "serval_api_dispatch_wait_seconds",
+            "How long a translation request waited in this replica for an inference node slot (0 when one "
+            "was free), by work class: interactive (translate, n-best, prefix, word graph, SIL Converters' "
+            "short texts) or bulk (LibreTranslate lists, long texts' sentences).",
+            ["work_class"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=self.registry,
+        )
+        for work_class in WorkClass:
+            self.dispatch_wait.labels(work_class.value)
         self.build_job_queue_depth = Gauge(
             "serval_api_build_job_queue_depth",
             "Build jobs waiting for the job launcher.",
@@ -135,6 +147,9 @@ class ApiMetrics:
         )
         for limit in RATE_LIMITS:
             self.rate_limited.labels(limit)
+
+    def observe_dispatch_wait(self, work_class: WorkClass, seconds: float) -> None:
+        self.dispatch_wait.labels(work_class.value).observe(seconds)
 
     def bind(
         self,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from serval.inference.v1 import node_pb2
 from serval_api.errors import InvalidArgument, NotFound, NotSupported, ServalError, Unavailable
@@ -35,7 +36,7 @@ from serval_api.routing.placement import Placement, load_fraction, newest_older
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeGone, NodeSession, model_ref
 from serval_api.routing.work import AlignWork, Served, TranslateWork, WordGraphWork
-from serval_common.core import Sender, TranslationResult, WordAlignmentResult, WordGraph
+from serval_common.core import Sender, TranslationResult, WordAlignmentResult, WordGraph, WorkClass
 from serval_common.model_revision import ModelRevision
 from serval_common.node_codec import (
     CLASS_TO_WIRE,
@@ -59,6 +60,8 @@ class RequestRouter:
         self.placement = placement
         self._waiting = 0
         self._waiters = FairWaiters()
+        self.on_slot_taken: Callable[[WorkClass, float], None] | None = None
+        """Told each request's class and how long it waited for its node slot (`/metrics`)."""
         registry.change_hooks.append(lambda structural: self._wake(everyone=structural))
 
     def queue_size(self) -> int:
@@ -200,6 +203,7 @@ class RequestRouter:
             return not any(usable(s) and s.serves(model) == READY for s in self.registry.sessions())
 
         waiter: Waiter | None = None
+        started = time.monotonic()
         self._waiting += 1
         try:
             while True:
@@ -237,6 +241,8 @@ class RequestRouter:
                         if waiter is not None:
                             self._waiters.remove(waiter)
                             waiter = None
+                        if self.on_slot_taken is not None:
+                            self.on_slot_taken(sender.work_class, time.monotonic() - started)
                         return chosen
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from serval.inference.v1 import node_pb2
 from serval_api.auth import READ_ENGINES, Caller
@@ -33,6 +34,7 @@ from serval_api.routing.session import NodeSession
 from serval_api.routing.work import Served, TranslateWork
 from serval_api.service import text_translation, translation
 from serval_api.service.context import Services
+from serval_api.service.keys import create_api_key
 from serval_common.core import Sender, WorkClass
 from serval_common.model_revision import ModelRevision
 from serval_common.settings import ApiSettings, LimitSettings, Settings
@@ -44,6 +46,7 @@ from tests.api.test_node_protocol import (
     new_node_token,
     wait_until,
 )
+from tests.helpers import metrics_text
 
 
 def interactive(owner: str) -> Sender:
@@ -253,6 +256,163 @@ def test_an_owner_over_its_waiting_cap_is_refused_and_another_owner_goes_before_
         assert [a.result(timeout=30).status_code for a in answers] == [200] * 4
     finally:
         node.close()
+        pool.shutdown(wait=False)
+
+
+def next_work(node: ScriptedNode) -> node_pb2.WorkItem:
+    while True:
+        message = node.read(30)
+        if message.HasField("work"):
+            return message.work
+
+
+def answer(node: ScriptedNode, item: node_pb2.WorkItem) -> None:
+    """The work item answered with its segment in capitals."""
+    done = node_pb2.TranslationResult(translation=item.translate.segment.upper())
+    node.send(
+        result=node_pb2.WorkResult(
+            request_id=item.request_id, translate=node_pb2.TranslateOutput(results=[done])
+        )
+    )
+
+
+def dispatch_waits(api: RunningApi) -> dict[str, float]:
+    """How many requests of each work class took a node slot, as `/metrics` counts them."""
+    for family in text_string_to_metric_families(metrics_text(api.rest_url)):
+        if family.name == "serval_api_dispatch_wait_seconds":
+            return {
+                sample.labels["work_class"]: sample.value
+                for sample in family.samples
+                if sample.name.endswith("_count")
+            }
+    raise AssertionError("/metrics has no serval_api_dispatch_wait_seconds")
+
+
+def ready_node(api: RunningApi, node_id: str, engines: list[str], slots: int) -> ScriptedNode:
+    """A scripted node of `slots` slots holding every engine's first revision ready."""
+    node = ScriptedNode(api.grpc_target, new_node_token(api))
+    node.hello(slots=slots, free_slots=slots, node_id=node_id)
+    assert node.read().HasField("welcome")
+    node.keep_alive()
+    for engine_id in engines:
+        model = node_pb2.ModelRef(engine_id=engine_id, revision=1, location=f"models/{engine_id}/1")
+        node.send(model_status=node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY))
+    return node
+
+
+def test_a_5000_character_text_of_one_owner_does_not_hold_back_another_owners_translate(
+    api: RunningApi,
+) -> None:
+    """Owner b sends SIL Converters a 5,000-character text of 1,250 sentences (`"Go! "` x 1,250)
+    on a node of two slots. Its sentences run 8 at a time (`api.text_sentence_concurrency`), as
+    bulk work: owner a's translate, sent while they wait, is the very next work the node gets, and
+    both are answered whole."""
+    assert api.service.services is not None
+    dispatcher = api.service.services.dispatcher
+    engines = {owner: _built_engine(api, owner) for owner in ("owner-a", "owner-b")}
+    key_a = api.api_key("owner-a")
+    _, key_b = api.run(
+        create_api_key(api.service.services.db, "owner-b", [READ_ENGINES], engine_id=engines["owner-b"])
+    )
+    node = ready_node(api, "n1", list(engines.values()), slots=2)
+    pool = ThreadPoolExecutor(2)
+    text = "Go! " * 1250
+    assert len(text) == 5000
+
+    def long_text() -> httpx.Response:
+        with httpx.Client(base_url=api.rest_url, headers={"X-API-Key": key_b}, timeout=120) as client:
+            (source, target) = client.get("/api/v1/translate/languages/").json()
+            body = {"sourceLanguage": source, "targetLanguage": target, "text": text}
+            return client.post("/api/v1/translate/", json=body)
+
+    def translate_a() -> httpx.Response:
+        with httpx.Client(
+            base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": key_a}, timeout=60
+        ) as client:
+            return client.post(f"/translation/engines/{engines['owner-a']}/translate", json="a0")
+
+    try:
+        time.sleep(0.3)
+        b_text = pool.submit(long_text)
+        running = [next_work(node), next_work(node)]
+        assert {item.owner for item in running} == {"owner-b"}
+        assert all(item.work_class == node_pb2.WORK_CLASS_BULK for item in running)
+        wait_until(lambda: dispatcher.queue_size() == 6, 30)  # 8 at a time: 2 on the node, 6 waiting
+
+        a_answer = pool.submit(translate_a)
+        wait_until(lambda: dispatcher.queue_size() == 7, 30)
+        answer(node, running.pop(0))
+        item = next_work(node)
+        assert (item.owner, item.translate.segment) == ("owner-a", "a0"), "a's translate goes next"
+        assert item.work_class == node_pb2.WORK_CLASS_INTERACTIVE
+        answer(node, item)
+        assert a_answer.result(timeout=30).json()["translation"] == "A0"
+
+        answered = 1
+        while running:
+            answer(node, running.pop(0))
+            answered += 1
+            if answered < 1250:
+                running.append(next_work(node))
+            assert dispatcher.queue_size() <= 6, "never more than 8 of the text's sentences at once"
+        reply = b_text.result(timeout=60)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["translatedText"] == text.upper(), "every sentence answered, whitespace kept"
+        waits = dispatch_waits(api)
+        assert (waits["interactive"], waits["bulk"]) == (1, 1250), "/metrics counts each class's waits"
+    finally:
+        node.close()
+        pool.shutdown(wait=False)
+
+
+def test_fairness_holds_across_two_nodes(api: RunningApi) -> None:
+    """Two nodes of one slot each serve both owners' engines. Owner b alone takes both nodes; its
+    backlog waits in the API service. Owner a's request, sent behind that backlog, takes the next
+    slot that frees on either node; then b's backlog goes on, on both."""
+    assert api.service.services is not None
+    dispatcher = api.service.services.dispatcher
+    engines = {owner: _built_engine(api, owner) for owner in ("owner-a", "owner-b")}
+    keys = {owner: api.api_key(owner) for owner in engines}
+    nodes = [ready_node(api, node_id, list(engines.values()), slots=1) for node_id in ("n1", "n2")]
+    pool = ThreadPoolExecutor(8)
+
+    def translate(owner: str, text: str) -> httpx.Response:
+        with httpx.Client(
+            base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": keys[owner]}, timeout=60
+        ) as client:
+            return client.post(f"/translation/engines/{engines[owner]}/translate", json=text)
+
+    try:
+        time.sleep(0.3)
+        answers = [pool.submit(translate, "owner-b", f"b{i}") for i in range(6)]
+        running: list[node_pb2.WorkItem | None] = [next_work(node) for node in nodes]
+        assert {item.owner for item in running if item} == {"owner-b"}, "an owner alone uses both nodes"
+        wait_until(lambda: dispatcher.queue_size() == 4, 30)
+        answers.append(pool.submit(translate, "owner-a", "a0"))
+        wait_until(lambda: dispatcher.queue_size() == 5, 30)
+
+        for i, owner in ((1, "owner-a"), (0, "owner-b")):
+            done = running[i]
+            assert done is not None
+            answer(nodes[i], done)
+            item = next_work(nodes[i])
+            assert item.owner == owner, "a's request takes the first slot to free, on either node; then b's"
+            running[i] = item
+        answered, in_flight = 2, 2
+        while in_flight:
+            for i, node in enumerate(nodes):
+                done = running[i]
+                if done is None:
+                    continue
+                answer(node, done)
+                answered, in_flight, running[i] = answered + 1, in_flight - 1, None
+                if answered + in_flight < len(answers):
+                    running[i], in_flight = next_work(node), in_flight + 1
+        assert all(a.result(timeout=30).status_code == 200 for a in answers)
+        assert dispatcher.queue_size() == 0
+    finally:
+        for node in nodes:
+            node.close()
         pool.shutdown(wait=False)
 
 
