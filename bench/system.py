@@ -73,6 +73,8 @@ class System:
     api: subprocess.Popen[bytes]
     node: subprocess.Popen[bytes]
     home: Path
+    more_nodes: tuple[subprocess.Popen[bytes], ...] = ()
+    """Nodes beyond the first (`running_system(nodes=...)`), serving the same store."""
 
     def node_figures(self) -> NodeFigures:
         with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
@@ -122,10 +124,12 @@ class System:
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time (user + system) each process has used so far: this one (the clients), the API
-        service and the node."""
+        service and the nodes (all together)."""
+        nodes = (self.node, *self.more_nodes)
         return {
-            name: sum(psutil.Process(pid).cpu_times()[:2])
-            for name, pid in (("clients", os.getpid()), ("api", self.api.pid), ("node", self.node.pid))
+            "clients": sum(psutil.Process(os.getpid()).cpu_times()[:2]),
+            "api": sum(psutil.Process(self.api.pid).cpu_times()[:2]),
+            "node": sum(sum(psutil.Process(node.pid).cpu_times()[:2]) for node in nodes),
         }
 
     def node_rss_bytes(self) -> int:
@@ -162,9 +166,10 @@ class System:
 
 @contextlib.contextmanager
 def running_system(
-    home: Path, store_url: str, node: NodeSettings, extra_env: dict[str, str] | None = None
+    home: Path, store_url: str, node: NodeSettings, extra_env: dict[str, str] | None = None, nodes: int = 1
 ) -> Iterator[System]:
-    """Start the API service and a node with `node`'s decoding, batching and thread settings."""
+    """Start the API service and `nodes` nodes with `node`'s decoding, batching and thread
+    settings (the first's metrics are `System.metrics_url`)."""
     settings = Settings(home=home, store=StoreSettings(url=store_url))
     api_key, node_token = create_credentials(settings, OWNER)
     _, admin_key = with_db(
@@ -192,17 +197,32 @@ def running_system(
     node_process = processes.start(
         ["node", "--home", str(home), "--api-address", f"127.0.0.1:{grpc_port}"], home / "node.log", node_env
     )
+    more_nodes = tuple(
+        processes.start(
+            ["node", "--home", str(home / f"node-{i}"), "--api-address", f"127.0.0.1:{grpc_port}"],
+            home / f"node-{i}.log",
+            {**node_env, "SERVAL_NODE__NODE_ID": f"bench-node-{i}", "SERVAL_NODE__METRICS_PORT": "0"},
+        )
+        for i in range(2, nodes + 1)
+    )
     try:
         rest = processes.RestClient(f"http://127.0.0.1:{rest_port}", api_key)
         rest.wait_until_up(api)
-        rest.wait_for_node(node_process)
+        for process in (node_process, *more_nodes):
+            rest.wait_for_node(process)
         admin = processes.RestClient(f"http://127.0.0.1:{rest_port}", admin_key)
+        deadline = time.monotonic() + 60
+        while len(admin.expect(200, "GET", "/api/v1/admin/nodes")) < nodes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{nodes} nodes did not register within 60 s")
+            time.sleep(0.2)
         yield System(
             rest, admin, api_key, f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}",
-            f"http://127.0.0.1:{metrics_port}/metrics", api, node_process, home,
+            f"http://127.0.0.1:{metrics_port}/metrics", api, node_process, home, more_nodes,
         )  # fmt: skip
     finally:
-        processes.stop(node_process)
+        for process in (*more_nodes, node_process):
+            processes.stop(process)
         processes.stop(api)
 
 

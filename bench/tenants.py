@@ -92,8 +92,10 @@ class Service:
 
 
 @contextlib.contextmanager
-def running(folder: Path, base_home: Path, refusal_delay_s: float | None = None) -> Iterator[Service]:
-    """A store of the run's own holding the tiny base model, and the system on it."""
+def running(
+    folder: Path, base_home: Path, refusal_delay_s: float | None = None, nodes: int = 1
+) -> Iterator[Service]:
+    """A store of the run's own holding the tiny base model, and the system on it (`nodes` nodes)."""
     settings = Settings(home=base_home)
     source = urlparse(settings.resolved_store_url)
     if source.scheme != "file":
@@ -108,7 +110,7 @@ def running(folder: Path, base_home: Path, refusal_delay_s: float | None = None)
     extra_env = {"SERVAL_WEBHOOKS__ALLOWED_NETWORKS": '["127.0.0.0/8"]'}
     if refusal_delay_s is not None:
         extra_env["SERVAL_LIMITS__REFUSAL_DELAY_S"] = str(refusal_delay_s)
-    with running_system(home, store.resolve().as_uri(), NodeSettings(), extra_env) as system:
+    with running_system(home, store.resolve().as_uri(), NodeSettings(), extra_env, nodes) as system:
         yield Service(system, home)
 
 
