@@ -533,6 +533,14 @@ class LimitSettings(BaseModel):
         description="How long a replica's long poll counts stay in the database if it dies; a live replica "
         "renews them every third of this.",
     )
+    data_file_bytes_per_owner: int = Field(
+        default=2 * 1024**3,
+        ge=0,
+        description="Bytes of data files one owner may keep (their contents live in the shared database, so "
+        "one owner cannot fill its disk for everyone); an upload or a replacement over it answers 400. "
+        "2 GiB: over 20 uploads at Serval's 100 MB a file (`api.max_upload_bytes`), while a whole Bible's text "
+        "is a few MB and a Paratext project's zip tens of MB. A setting only, not overridden per key.",
+    )
 
 
 class Settings(BaseSettings):

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_FILES, DELETE_FILES, READ_FILES, UPDATE_FILES, Caller
@@ -83,6 +83,37 @@ def validate_contents(path: Path, fmt: FileFormat) -> None:
         ) from None
 
 
+def over_owner_quota(cap: int, used: int, size: int) -> InvalidArgument:
+    return InvalidArgument(
+        f"file: {size} bytes do not fit: your files already take {used} of the {cap} bytes allowed per "
+        "owner; delete files you no longer need, or ask your administrator to raise "
+        "limits.data_file_bytes_per_owner"
+    )
+
+
+async def check_owner_room(
+    s: AsyncSession, settings: Settings, caller: Caller, size: int, *, replacing: str | None = None
+) -> None:
+    """`InvalidArgument` (400, as an upload over `api.max_upload_bytes`) when `size` more bytes would
+    take the caller's owner's data files past `limits.data_file_bytes_per_owner` (0: no cap); the
+    file `replacing` names does not count, its new contents (`size`) do. Data files' contents live
+    in the shared database, so one owner must not fill its disk for every other owner.
+
+    Called in the transaction that then writes, so a refusal writes nothing. It reads the owner's
+    total without locking the owner's other files: uploads of one owner that run at the same time
+    each see the total without the others, so together they may overshoot the cap by at most the
+    uploads in flight at once (each at most `api.max_upload_bytes`)."""
+    cap = settings.limits.data_file_bytes_per_owner
+    if cap == 0:
+        return
+    query = select(func.coalesce(func.sum(DataFile.size), 0)).where(DataFile.owner == caller.owner)
+    if replacing is not None:
+        query = query.where(DataFile.id != replacing)
+    used = int(await s.scalar(query) or 0)
+    if used + size > cap:
+        raise over_owner_quota(cap, used, size)
+
+
 async def owned_file(s: AsyncSession, caller: Caller, file_id: str, *, lock: bool = False) -> DataFile:
     """The caller's file: 404 when missing, 403 when another owner's (`owners.check_owner`).
     `lock` holds the row for an update."""
@@ -116,6 +147,7 @@ async def create_file(
         date_created=utcnow(),
     )
     async with services.db.session() as s:
+        await check_owner_room(s, services.settings, caller, size)
         s.add(file)
         await s.flush()
         await file_contents.write(s, file.id, contents)
@@ -159,6 +191,7 @@ async def replace_contents(services: Services, caller: Caller, file_id: str, *, 
     size = await _checked_size(services, contents, FileFormat(file.format))
     async with services.db.session() as s:
         file = await owned_file(s, caller, file_id, lock=True)
+        await check_owner_room(s, services.settings, caller, size, replacing=file.id)
         was_in_store = await file_contents.in_store(s, file.id)
         await file_contents.write(s, file.id, contents)
         file.size = size
