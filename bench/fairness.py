@@ -37,7 +37,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.tenants import Service, a_requests, hostile_load, new_key, running, served_engine, summary
+from bench.system import NodeFigures
+from bench.tenants import (
+    Service,
+    a_requests,
+    cpu_used,
+    hostile_load,
+    new_key,
+    running,
+    served_engine,
+    summary,
+)
 from serval_cli.admin import with_db
 
 console = Console(stderr=True)
@@ -71,18 +81,28 @@ def flood(
         load.start()
     time.sleep(WARM_UP_S)
     figures: dict[str, Any] = {}
+    cpu_before, node_before = service.system.cpu_seconds(), service.system.node_figures()
     if a_engine is not None:
         figures.update(summary(a_requests(service, a_engine, seconds)))
     else:
         time.sleep(seconds)
+    figures.update(cpu_used(service, cpu_before, seconds))
+    figures.update(batches(service.system.node_figures() - node_before))
     counts = {owner: out.get(timeout=120) for owner, out in outs.items()}
     for load in loads:
         load.join(30)
     total_s = seconds + WARM_UP_S
+    figures["flood_clients_cores"] = sum(c["cpu_s"] for c in counts.values()) / total_s
     figures["flood_ok_per_s"] = sum(c["ok"] for c in counts.values()) / total_s
     figures["flood_failed"] = sum(c["refused"] + c["other"] for c in counts.values())
     figures["per_owner_ok_per_s"] = {owner: c["ok"] / total_s for owner, c in counts.items()}
     return figures
+
+
+def batches(node: NodeFigures) -> dict[str, float]:
+    """The first node's batches over a phase: their mean size and backend time."""
+    count = max(node.batches, 1.0)
+    return {"batch_size": node.batched_requests / count, "batch_ms": node.engine_s / count * 1000}
 
 
 def split(clients: int) -> dict[str, int]:
@@ -92,8 +112,15 @@ def split(clients: int) -> dict[str, int]:
 
 def one_round(service: Service, engines: dict[str, str], clients: int, seconds: float) -> dict[str, Any]:
     a_engine = engines["tenant-a"]
+    cpu_before, node_before = service.system.cpu_seconds(), service.system.node_figures()
+    a_alone = {
+        **summary(a_requests(service, a_engine, seconds)),
+        **cpu_used(service, cpu_before, seconds),
+        **batches(service.system.node_figures() - node_before),
+        "flood_clients_cores": 0.0,
+    }
     return {
-        "a_alone": summary(a_requests(service, a_engine, seconds)),
+        "a_alone": a_alone,
         "b_alone": flood(service, engines, {"tenant-b": clients}, seconds, None),
         "b_flood": flood(service, engines, {"tenant-b": clients}, seconds, a_engine),
         "split_flood": flood(service, engines, split(clients), seconds, a_engine),
@@ -102,6 +129,23 @@ def one_round(service: Service, engines: dict[str, str], clients: int, seconds: 
 
 def median_of(rounds: list[dict[str, Any]], phase: str, figure: str) -> float:
     return statistics.median(r[phase][figure] for r in rounds)
+
+
+CORES = ("api_cores", "node_cores", "clients_cores", "flood_clients_cores")
+BATCHES = ("batch_size", "batch_ms")
+
+
+def cores(rounds: list[dict[str, Any]], phase: str) -> dict[str, float]:
+    """CPU seconds per second of the API service, the nodes, A's client and the flood's clients."""
+    return {name: median_of(rounds, phase, name) for name in (*CORES, *BATCHES)}
+
+
+def shown_cores(row: dict[str, Any]) -> str:
+    return " / ".join(f"{row[name]:.2f}" for name in CORES)
+
+
+def shown_batches(row: dict[str, Any]) -> str:
+    return f"{row['batch_size']:.1f} verses, {row['batch_ms']:.0f} ms"
 
 
 def main() -> None:
@@ -131,8 +175,8 @@ def main() -> None:
     a_p95 = median_of(rounds, "a_alone", "a_p95_ms")
     b_alone = median_of(rounds, "b_alone", "flood_ok_per_s")
     figures: dict[str, Any] = {
-        "a_alone": {"a_p50_ms": a_p50, "a_p95_ms": a_p95},
-        "b_alone": {"ok_per_s": b_alone},
+        "a_alone": {"a_p50_ms": a_p50, "a_p95_ms": a_p95, **cores(rounds, "a_alone")},
+        "b_alone": {"ok_per_s": b_alone, **cores(rounds, "b_alone")},
     }
     for phase in ("b_flood", "split_flood"):
         p50, p95 = median_of(rounds, phase, "a_p50_ms"), median_of(rounds, phase, "a_p95_ms")
@@ -145,6 +189,7 @@ def main() -> None:
             "a_p95_ratio": p95 / a_p95,
             "throughput_ratio": ok / b_alone,
             "failed": sum(r[phase]["flood_failed"] for r in rounds),
+            **cores(rounds, phase),
         }
     result = {
         "figures": figures,
@@ -164,12 +209,30 @@ def main() -> None:
         "A p95 ms (× alone)",
         "flood answers/s (× B alone)",
         "failed",
+        "cores: API / nodes / A / flood",
+        "node 1's mean batch",
         box=None,
         header_style="bold",
         title=f"{args.nodes} node(s), {args.clients} clients, median of {args.repeats} × {args.seconds:g} s",
     )
-    table.add_row("A alone", f"{a_p50:.1f}", f"{a_p95:.1f}", "", "")
-    table.add_row("B alone", "", "", f"{b_alone:.0f}", "")
+    table.add_row(
+        "A alone",
+        f"{a_p50:.1f}",
+        f"{a_p95:.1f}",
+        "",
+        "",
+        shown_cores(figures["a_alone"]),
+        shown_batches(figures["a_alone"]),
+    )
+    table.add_row(
+        "B alone",
+        "",
+        "",
+        f"{b_alone:.0f}",
+        "",
+        shown_cores(figures["b_alone"]),
+        shown_batches(figures["b_alone"]),
+    )
     for phase, name in (("b_flood", "B's flood beside A"), ("split_flood", "B, C, D's flood beside A")):
         row = figures[phase]
         table.add_row(
@@ -178,6 +241,8 @@ def main() -> None:
             f"{row['a_p95_ms']:.1f} (×{row['a_p95_ratio']:.2f})",
             f"{row['ok_per_s']:.0f} (×{row['throughput_ratio']:.2f})",
             str(row["failed"]),
+            shown_cores(row),
+            shown_batches(row),
         )
     Console(width=160).print(table)
     console.print(f"wrote {args.out} ({result['wall_s']:.0f} s)")

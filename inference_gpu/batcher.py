@@ -20,7 +20,9 @@ holds a request on another (n-best, a word graph) back one batch, not the flood'
 Latency: the batcher measures what a batch of each size costs the model (`BatchCosts`); with a
 `latency_target_ms`, a batch is capped at the size predicted to run within it (never below the size
 that costs `FLAT_COST_RATIO` lone requests, nor below one), so a request that arrives while the
-model is busy waits about one batch, then rides in one, wherever batch cost grows with size.
+model is busy waits about one batch, then rides in one, wherever batch cost grows with size. The
+cap holds while the model is shared, from when requests of two owners meet at it until
+`SHARED_FOR_S` later; an owner alone gets full batches (`batch_cap`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ cost throughput and save a waiting request little (on a GPU, where 32 verses cos
 latency target never bites)."""
 COST_SMOOTHING = 0.2
 """Weight of a new measurement in a batch size's moving average of backend seconds."""
+SHARED_FOR_S = 30.0
+"""How long after requests of two owners met at a model its batches stay capped by the latency
+target: about a translator's pause between verses, so one whose next verse follows a while later
+still finds short batches beside another owner's flood. An owner alone gets full batches."""
 
 
 class BatchCosts:
@@ -158,8 +164,11 @@ class MicroBatcher(Generic[Req, Res]):
         self.weights: Mapping[str, float] = weights if weights is not None else {}
         self.latency_target_s = None if latency_target_ms is None else latency_target_ms / 1000
         self.costs = BatchCosts()
-        self.batch_cap = max_batch_size
-        """The most requests the next batch takes: `max_batch_size`, or less under the latency target."""
+        self.latency_cap = max_batch_size
+        """The batch size measured to run within the latency target (`max_batch_size` without one)."""
+        self._last_owner: str | None = None
+        self._shared_until = float("-inf")
+        """Until when (loop time) the model counts as shared by owners (`SHARED_FOR_S`)."""
         self.on_batch = on_batch
         self.on_result: BatchObserver[Req, Res] | None = None
         self.stats = BatchStats()
@@ -183,6 +192,22 @@ class MicroBatcher(Generic[Req, Res]):
         """Lone requests started without waiting since company stopped coming."""
 
     @property
+    def batch_cap(self) -> int:
+        """The most requests the next batch takes: `latency_cap` while the model is shared, that is
+        while requests of another owner came within `SHARED_FOR_S` (someone may be waiting for a
+        bound); otherwise `max_batch_size`, since an owner alone has nobody to be fair to and
+        smaller batches would only cost it throughput."""
+        if self._loop is not None and self._loop.time() < self._shared_until:
+            return self.latency_cap
+        return self.max_batch_size
+
+    def _note_owner(self, owner: str, now: float) -> None:
+        if owner != self._last_owner:
+            if self._last_owner is not None:
+                self._shared_until = now + SHARED_FOR_S
+            self._last_owner = owner
+
+    @property
     def pending(self) -> int:
         """Requests queued or in a running batch."""
         queued = sum(not item.gone for queue in self._queues.values() for item in queue)
@@ -195,6 +220,7 @@ class MicroBatcher(Generic[Req, Res]):
         self._start(loop)
         assert self._wakeup is not None
         now = loop.time()
+        self._note_owner(request.sender.owner, now)
         item: _Item[Req, Res] = _Item(request, loop.create_future(), now)
         queue = self._queues.get(request.key)
         if queue is None:
@@ -362,7 +388,7 @@ class MicroBatcher(Generic[Req, Res]):
                 self._lone_s = seconds if not self._lone_s else 0.8 * self._lone_s + 0.2 * seconds
             self.costs.observe(len(batch), seconds)
             if self.latency_target_s is not None:
-                self.batch_cap = self.costs.cap(self.latency_target_s, self.max_batch_size)
+                self.latency_cap = self.costs.cap(self.latency_target_s, self.max_batch_size)
             if self.on_result is not None:
                 self.on_result(requests, [started - item.queued_at for item in batch], seconds, results)
         except BaseException as exc:

@@ -262,8 +262,9 @@ class NodeSettings(BaseModel):
         "splitting such a batch costs throughput and saves a waiting request little. So the cap bites only "
         "where a batch's cost grows with its size: on a CPU, where a 32-verse batch costs many lone verses "
         "(the 600M model: seconds per verse, so batches of two or three), not on a GPU, where it costs "
-        "about one lone verse. 100 ms leaves full batches to a model whose 32-verse batch takes less (the "
-        "tiny test model on a CPU: ~40 ms), and keeps a slower model's batches as small as is worth it. "
+        "about one lone verse. 100 ms leaves full batches to a model whose 32-verse batch takes less, and "
+        "keeps a slower model's batches as small as is worth it. The cap holds only while owners share the "
+        "model (for 30 s after requests of two owners met at it): an owner alone gets full batches. "
         "0 = no cap: batches of up to `max_batch_size` (inference_gpu/batcher.py).",
     )
     batch_weights: dict[str, float] = Field(

@@ -271,6 +271,31 @@ def test_the_latency_target_caps_batches_once_costs_are_measured(target_ms: floa
         assert sum(later) == 43
 
 
+def test_an_owner_alone_gets_full_batches_until_another_owners_request_meets_its_own() -> None:
+    """Under a 45 ms target, B alone: the costs are measured (about 4 requests fit), yet B's batches
+    stay full (16), since nobody else waits. Then owner Z's request arrives among B's: the model is
+    shared, and B's batches are capped."""
+    backend = Backend(0.010, gated=False)
+    batcher: MicroBatcher[Job, str] = MicroBatcher(
+        backend, max_batch_size=16, max_wait_ms=20, latency_target_ms=45.0
+    )
+
+    async def run() -> list[int]:
+        await batcher.submit(Job("b0", B))
+        await asyncio.gather(*(batcher.submit(job) for job in jobs("b", B, 60)))
+        alone = list(backend.sizes)
+        assert 2 <= batcher.latency_cap <= 6 and batcher.batch_cap == 16
+        await asyncio.gather(batcher.submit(Job("z0", Z)), *(batcher.submit(job) for job in jobs("c", B, 60)))
+        assert batcher.batch_cap == batcher.latency_cap
+        await batcher.close()
+        return alone
+
+    alone = asyncio.run(run())
+    assert max(alone) == 16 and sum(alone) == 61, alone
+    shared = backend.sizes[len(alone) :]
+    assert sum(shared) == 61 and max(shared) <= 6, shared
+
+
 # ---- metrics -------------------------------------------------------------------------------
 
 

@@ -35,6 +35,14 @@ class NodeModel(Model):
     """A base model served as it is, with no engine (`engineId` "", revision 0): its name."""
 
 
+class NodeOwnerWork(Model):
+    """One owner's requests on the node now (sent by this API replica), by work class."""
+
+    owner: str
+    interactive: int = 0
+    bulk: int = 0
+
+
 class Node(Model):
     id: str
     status: str
@@ -55,6 +63,9 @@ class Node(Model):
     software_version: str | None = None
     api_instance_id: str | None = None
     token_id: str | None = None
+    work_by_owner: list[NodeOwnerWork] = []
+    """Who uses the node: the owners whose requests this replica has on it now, the busiest first
+    (at most 5), interactive and bulk."""
 
 
 class NodeDrainConfig(Model):
@@ -153,4 +164,7 @@ def node_dto(view: admin.NodeView, engine_names: dict[str, str] | None = None) -
         software_version=view.software_version,
         api_instance_id=view.api_instance_id,
         token_id=view.token_id,
+        work_by_owner=[
+            NodeOwnerWork(owner=u.owner, interactive=u.interactive, bulk=u.bulk) for u in view.usage
+        ],
     )

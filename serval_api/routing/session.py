@@ -20,6 +20,19 @@ class NodeGone(Exception):
     """The node session ended while work was outstanding on it."""
 
 
+USAGE_OWNERS = 5
+"""How many owners a node's usage names (the busiest); owners have no bound."""
+
+
+@dataclass(frozen=True)
+class OwnerUse:
+    """One owner's work in flight on a node from this replica, by class."""
+
+    owner: str
+    interactive: int = 0
+    bulk: int = 0
+
+
 @dataclass
 class NodeSession:
     session_id: str
@@ -41,6 +54,8 @@ class NodeSession:
     failed_at: dict[str, float] = field(default_factory=dict, repr=False)
     """Model location → when (monotonic) the node reported its load FAILED."""
     pending: dict[str, asyncio.Future[node_pb2.WorkResult]] = field(default_factory=dict, repr=False)
+    senders: dict[str, tuple[str, bool]] = field(default_factory=dict, repr=False)
+    """Request id → (owner, bulk) of each work item in `pending`: who uses the node (`usage`)."""
     last_seen: float = field(default_factory=time.monotonic)
     last_heartbeat_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     busy_elsewhere: int = 0
@@ -144,16 +159,28 @@ class NodeSession:
     def submit(self, request_id: str, item: node_pb2.WorkItem) -> asyncio.Future[node_pb2.WorkResult]:
         future: asyncio.Future[node_pb2.WorkResult] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = future
+        self.senders[request_id] = (item.owner, item.work_class == node_pb2.WORK_CLASS_BULK)
         self.outbox.put_nowait(item)
         return future
 
     def resolve(self, result: node_pb2.WorkResult) -> None:
         future = self.pending.pop(result.request_id, None)
+        self.senders.pop(result.request_id, None)
         if future is not None and not future.done():
             future.set_result(result)
 
     def forget(self, request_id: str) -> None:
         self.pending.pop(request_id, None)
+        self.senders.pop(request_id, None)
+
+    def usage(self, most: int = USAGE_OWNERS) -> list[OwnerUse]:
+        """The owners whose work this session has on the node now, the busiest first (at most
+        `most`): who uses the node, as the admin console shows it."""
+        uses: dict[str, OwnerUse] = {}
+        for owner, bulk in self.senders.values():
+            use = uses.get(owner) or OwnerUse(owner)
+            uses[owner] = OwnerUse(owner, use.interactive + (not bulk), use.bulk + bulk)
+        return sorted(uses.values(), key=lambda u: (-(u.interactive + u.bulk), u.owner))[:most]
 
     def close(self) -> None:
         self.closed = True
@@ -161,6 +188,7 @@ class NodeSession:
             if not future.done():
                 future.set_exception(NodeGone(f"node {self.node_id} went away"))
         self.pending.clear()
+        self.senders.clear()
 
 
 def model_ref(model: ModelRevision) -> node_pb2.ModelRef:

@@ -21,7 +21,7 @@ from serval_api.db import nodes as node_rows
 from serval_api.db.models import ApiKey, Engine, Node, NodeToken
 from serval_api.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from serval_api.routing.fleet import Fleet
-from serval_api.routing.session import NodeSession
+from serval_api.routing.session import NodeSession, OwnerUse
 from serval_api.service import keys
 from serval_api.service.changes import API_KEYS, NODE_TOKENS
 from serval_api.service.context import Services
@@ -69,6 +69,8 @@ class NodeView:
     loaded_models: int = 0
     """Sets of weights held or loading (revisions sharing weights count once)."""
     memory_held_bytes: int = 0
+    usage: list[OwnerUse] = field(default_factory=list)
+    """The owners whose work is on the node from this replica now, busiest first (`NodeSession.usage`)."""
 
     @property
     def drained(self) -> bool:
@@ -280,4 +282,5 @@ def _view(row: Node | None, session: NodeSession | None, node_id: str) -> NodeVi
         models=models,
         loaded_models=len(session.models),
         memory_held_bytes=session.models.bytes_held(),
+        usage=session.usage(),
     )

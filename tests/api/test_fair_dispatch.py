@@ -27,7 +27,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from serval.inference.v1 import node_pb2
-from serval_api.auth import READ_ENGINES, Caller
+from serval_api.auth import ADMIN, READ_ENGINES, Caller
 from serval_api.errors import InvalidArgument, RateLimited
 from serval_api.routing.fair_waiters import FairWaiters, Waiter
 from serval_api.routing.session import NodeSession
@@ -388,6 +388,11 @@ def test_fairness_holds_across_two_nodes(api: RunningApi) -> None:
         running: list[node_pb2.WorkItem | None] = [next_work(node) for node in nodes]
         assert {item.owner for item in running if item} == {"owner-b"}, "an owner alone uses both nodes"
         wait_until(lambda: dispatcher.queue_size() == 4, 30)
+        with api.client("ops", (ADMIN,)) as admin:
+            listed = admin.get("/admin/nodes").json()
+        assert [node["workByOwner"] for node in listed] == [
+            [{"owner": "owner-b", "interactive": 1, "bulk": 0}]
+        ] * 2, "the admin API says who uses each node"
         answers.append(pool.submit(translate, "owner-a", "a0"))
         wait_until(lambda: dispatcher.queue_size() == 5, 30)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, ViewportSize, expect
+from playwright.sync_api import Browser, Page, Route, ViewportSize, expect
 
 from serval_api.auth import ADMIN, READ_ENGINES
 from serval_api.service.keys import create_node_token
@@ -430,6 +430,27 @@ def test_console_shows_the_node_its_model_a_moving_build_and_drains(
     expect(page.locator("#action")).to_have_text("Undraining web-node: done.")
     expect(row).to_contain_text("serving")
     wait_until(lambda: not admin_nodes(api)["web-node"]["drained"], 30, "the node undrained")
+
+    # Who uses the node: the owners whose requests are on it now, as the admin API lists them
+    # (their figures put in the page's overview, since the tiny model answers in milliseconds;
+    # tests/api/test_fair_dispatch.py reads them from a busy node). Names are shown as text.
+    def busy(route: Route) -> None:
+        response = route.fetch()
+        overview = response.json()
+        for node in overview["nodes"]:
+            node["workByOwner"] = [
+                {"owner": "<b>flood</b>", "interactive": 2, "bulk": 30},
+                {"owner": "translator", "interactive": 1, "bulk": 0},
+            ]
+        route.fulfill(response=response, json=overview)
+
+    page.route("**/api/v1/admin/overview*", busy, times=1)  # the overview the click reads
+    page.click("#sign-in")
+    owners = row.locator("[data-owners]")
+    expect(owners).to_have_text("<b>flood</b> 32 (30 bulk) · translator 1")
+    expect(owners.locator("b")).to_have_count(0)
+    page.click("#sign-in")
+    expect(row.locator("[data-owners]")).to_have_count(0)
 
     # A node token, shown once with the command that starts a node with it.
     page.fill("#token-name", "gpu-pool")

@@ -171,6 +171,7 @@ function renderNodes(nodes) {
       ? meter(node.memoryHeldBytes || 0, budget, `${bytes(node.memoryHeldBytes || 0)} of ${node.memoryFreeBytes ? bytes(budget) : "?"}`)
       : "";
     const work = connected && node.slots ? meter(node.inFlight, node.slots, `${node.inFlight} / ${node.slots} slots`) : "";
+    const users = connected ? ownersAtWork(node.workByOwner || []) : "";
     const action = connected
       ? el("button", {
         type: "button", class: node.drained ? "" : "warn", "data-node": node.id,
@@ -181,13 +182,23 @@ function renderNodes(nodes) {
       el("td", {}, el("code", {}, node.id)),
       el("td", {}, badge(node.status), node.drainReason ? el("div", { class: "sub" }, node.drainReason) : ""),
       el("td", {}, node.device),
-      el("td", {}, work),
+      el("td", {}, work, users),
       el("td", {}, memory),
       el("td", { class: "models" }, loadedModels(node.models || [])),
       el("td", { "data-seen": node.lastSeen, title: shortTime(node.lastSeen) }, ago(node.lastSeen)),
       el("td", {}, node.softwareVersion || ""),
       el("td", {}, action));
   }));
+}
+
+// Who uses the node: the busiest owners' requests on it now, "owner 12 (8 bulk)".
+function ownersAtWork(owners) {
+  if (!owners.length) return "";
+  return el("div", { class: "sub", "data-owners": "" }, ...owners.flatMap((o, i) => [
+    i ? " · " : "",
+    el("span", { "data-owner": o.owner, title: `${o.interactive} interactive, ${o.bulk} bulk` },
+      el("code", {}, o.owner), ` ${o.interactive + o.bulk}${o.bulk ? ` (${o.bulk} bulk)` : ""}`),
+  ]));
 }
 
 // An engine by name (with its id), as the engine list knows it; the id alone for one without a name.
