@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
@@ -199,40 +199,18 @@ def test_an_owner_over_its_waiting_cap_is_refused_and_another_owner_goes_before_
     dispatcher = api.service.services.dispatcher
     engines = {owner: _built_engine(api, owner) for owner in ("owner-a", "owner-b")}
     keys = {owner: api.api_key(owner) for owner in engines}
-    node = ScriptedNode(api.grpc_target, new_node_token(api))
+    node = ready_node(api, "n1", list(engines.values()), slots=1)
     pool = ThreadPoolExecutor(6)
+    translate = translator(api, engines, keys)
 
-    def translate(owner: str, text: str) -> httpx.Response:
-        with httpx.Client(
-            base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": keys[owner]}, timeout=60
-        ) as client:
-            return client.post(f"/translation/engines/{engines[owner]}/translate", json=text)
-
-    def next_work() -> node_pb2.WorkItem:
-        while True:
-            message = node.read(30)
-            if message.HasField("work"):
-                return message.work
-
-    def answer(item: node_pb2.WorkItem) -> None:
-        done = node_pb2.TranslationResult(translation=item.translate.segment.upper())
-        node.send(
-            result=node_pb2.WorkResult(
-                request_id=item.request_id, translate=node_pb2.TranslateOutput(results=[done])
-            )
-        )
+    def next_item() -> node_pb2.WorkItem:
+        return next_work(node)
 
     try:
-        node.hello(slots=1, free_slots=1)
-        assert node.read().HasField("welcome")
-        node.keep_alive()
-        for engine_id in engines.values():
-            model = node_pb2.ModelRef(engine_id=engine_id, revision=1, location=f"models/{engine_id}/1")
-            node.send(model_status=node_pb2.ModelStatus(model=model, state=node_pb2.MODEL_STATE_READY))
         time.sleep(0.3)
 
         answers: list[Future[httpx.Response]] = [pool.submit(translate, "owner-a", "a0")]
-        running = next_work()
+        running = next_item()
         assert (running.owner, running.translate.segment) == ("owner-a", "a0")
         for text in ("a1", "a2"):
             answers.append(pool.submit(translate, "owner-a", text))
@@ -248,10 +226,10 @@ def test_an_owner_over_its_waiting_cap_is_refused_and_another_owner_goes_before_
 
         order: list[str] = []
         for _ in range(3):
-            answer(running)
-            running = next_work()
+            answer(node, running)
+            running = next_item()
             order.append(running.translate.segment)
-        answer(running)
+        answer(node, running)
         assert order == ["b0", "a1", "a2"], "owner b's request goes before owner a's backlog"
         assert [a.result(timeout=30).status_code for a in answers] == [200] * 4
     finally:
@@ -286,6 +264,20 @@ def dispatch_waits(api: RunningApi) -> dict[str, float]:
                 if sample.name.endswith("_count")
             }
     raise AssertionError("/metrics has no serval_api_dispatch_wait_seconds")
+
+
+def translator(
+    api: RunningApi, engines: dict[str, str], keys: dict[str, str]
+) -> Callable[[str, str], httpx.Response]:
+    """A REST translate of `text` by `owner` on its engine."""
+
+    def translate(owner: str, text: str) -> httpx.Response:
+        with httpx.Client(
+            base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": keys[owner]}, timeout=60
+        ) as client:
+            return client.post(f"/translation/engines/{engines[owner]}/translate", json=text)
+
+    return translate
 
 
 def ready_node(api: RunningApi, node_id: str, engines: list[str], slots: int) -> ScriptedNode:
@@ -375,12 +367,7 @@ def test_fairness_holds_across_two_nodes(api: RunningApi) -> None:
     keys = {owner: api.api_key(owner) for owner in engines}
     nodes = [ready_node(api, node_id, list(engines.values()), slots=1) for node_id in ("n1", "n2")]
     pool = ThreadPoolExecutor(8)
-
-    def translate(owner: str, text: str) -> httpx.Response:
-        with httpx.Client(
-            base_url=f"{api.rest_url}/api/v1", headers={"X-API-Key": keys[owner]}, timeout=60
-        ) as client:
-            return client.post(f"/translation/engines/{engines[owner]}/translate", json=text)
+    translate = translator(api, engines, keys)
 
     try:
         time.sleep(0.3)
