@@ -42,6 +42,9 @@ def test_an_idle_service_stops_and_frees_its_port(api: RunningApi) -> None:
 
 def test_a_long_poll_under_way_is_answered_before_the_service_stops(api: RunningApi) -> None:
     port = api.service.rest_port
+    # Long enough that a loaded machine sees the poll waiting before it ends; short enough that
+    # it ends within the stop's grace (GRACE_S + 1 s) on its own.
+    api.wake_polls_only(4.0)
     with api.client() as client:
         engine = create_engine(client)
         build = client.post(f"/translation/engines/{engine['id']}/builds", json={}).json()
