@@ -31,6 +31,18 @@ def read_corpus(store: ModelStore, build_id: str, *, eval_share: float, seed: in
     return split_corpus(sources, targets, eval_share=eval_share, seed=seed)
 
 
+def read_pairs(store: ModelStore, build_id: str) -> list[tuple[str, str]]:
+    """The build's pairs with text on both sides, in the order the export wrote them (the
+    engine's train-segment pairs last, oldest first)."""
+    source_key, target_key = corpus_keys(build_id)
+    sources = _lines(store.read_bytes(source_key))
+    targets = _lines(store.read_bytes(target_key))
+    if len(sources) != len(targets):
+        raise CorpusError(f"misaligned corpus: {len(sources)} source lines vs {len(targets)} target lines")
+    pairs = [(s.strip(), t.strip()) for s, t in zip(sources, targets, strict=True)]
+    return [(s, t) for s, t in pairs if s and t]
+
+
 def split_corpus(sources: list[str], targets: list[str], *, eval_share: float, seed: int) -> Corpus:
     if len(sources) != len(targets):
         raise CorpusError(f"misaligned corpus: {len(sources)} source lines vs {len(targets)} target lines")

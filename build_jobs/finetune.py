@@ -104,6 +104,7 @@ def finetune(
     source_code: str,
     target_code: str,
     *,
+    matches: Sequence[str | None] | None = None,
     previously_added: Sequence[str] = (),
     max_steps: int,
     time_budget_s: float,
@@ -120,14 +121,17 @@ def finetune(
 ) -> TrainingResult:
     """Fine-tune the checkpoint in `hf_dir` and save model, tokenizer and SentencePiece model into
     `out_dir`. Stops after `max_steps` or once `time_budget_s` is spent, whichever comes first.
-    Trains on the first CUDA device when PyTorch sees one, else on the CPU."""
+    Trains on the first CUDA device when PyTorch sees one, else on the CPU. `matches`: for each
+    pair the target of its best fuzzy match among the other pairs (None: none); each pair with one
+    is also trained on as the source followed by that target (`encode_pairs`), as a revision that
+    reads fuzzy matches is served."""
     import torch
     from transformers import M2M100ForConditionalGeneration
 
     started = time.monotonic()
     tokenizer = load_tokenizer(hf_dir, previously_added)
     new_codes = add_codes(tokenizer, [source_code, target_code])
-    examples = encode_pairs(tokenizer, pairs, source_code, target_code, max_length)
+    examples = encode_pairs(tokenizer, pairs, source_code, target_code, max_length, matches)
     with torch_threads(), without_progress_bars():
         torch.manual_seed(seed)
         model = M2M100ForConditionalGeneration.from_pretrained(str(hf_dir))

@@ -1,7 +1,10 @@
 """The `nmt` family's build job: fine-tune the base model on the build's corpora (or take the base
 model as it is, an inference-only build), pretranslate with the model about to be published, and
 publish the revision last. Publishing comes last, so a cancel or a failure in any earlier phase
-leaves nothing in the model store (docs/build-options.md, "Phases and cancels").
+leaves nothing in the model store (docs/build-options.md, "Phases and cancels"). A fine-tune with
+`fuzzyMatches` (the default) publishes the memory of its pairs in the revision's folder, and
+pretranslation gives the model each segment's match from it, as the node does; an inference-only
+revision is always plain (docs/build-options.md, "Fuzzy matches").
 
 A fine-tune that lowers the held-out chrF below the base model's is said so in the build's last
 message (and, from its revision's manifest, in the build's diagnostics); when the deployment does
@@ -70,8 +73,12 @@ class NmtBuildJob(FamilyBuildJob):
     def build(self) -> Built:
         args, store, progress = self.args, self.store, self.progress
         with tempfile.TemporaryDirectory(prefix="serval-build-") as work:
-            prepared = self._train(Path(work)) if args.train else self._take_base_model()
-            pretranslated = self._pretranslate(prepared)
+            if self.options.micro_build is not None:
+                prepared = self._micro_build(Path(work))
+                pretranslated = 0
+            else:
+                prepared = self._train(Path(work)) if args.train else self._take_base_model()
+                pretranslated = self._pretranslate(prepared)
             progress.update(0.97 if args.train else 0.95, f"publishing revision {args.revision}")
             publish_revision(
                 store, prepared.manifest, prepared.ct2_dir, prepared.hf_dir, check=progress.check_cancel
@@ -83,6 +90,41 @@ class NmtBuildJob(FamilyBuildJob):
         manifest = inference_only_manifest(self.store, **self.revision)
         built = Built(corpus_size=0, confidence=0.0, summary=" (the base model's weights)")
         return Prepared(built=built, manifest=manifest)
+
+    def _micro_build(self, work: Path) -> Prepared:
+        """Continue the engine's revision on the pairs confirmed since it (docs/learning.md)."""
+        from build_jobs.micro_build import micro_build_model
+        from serval_common.manifest import read_manifest
+
+        micro, progress, args = self.options.micro_build, self.progress, self.args
+        assert micro is not None
+        trained = micro_build_model(
+            self.store,
+            engine_id=args.engine_id,
+            revision=args.revision,
+            build_id=args.build_id,
+            source_language=args.source_language,
+            target_language=args.target_language,
+            options=self.options,
+            micro=micro,
+            work=work,
+            phase=progress.update,
+            on_train_step=progress.train_step,
+            should_cancel=progress.should_cancel,
+        )
+        parent = read_manifest(self.store, f"models/{args.engine_id}/{micro.parent_revision}")
+        training = trained.manifest.training
+        built = Built(
+            corpus_size=trained.train_pairs,
+            confidence=parent.scores.get("chrf_after", 0.0),
+            summary=(
+                f": micro-build of revision {micro.parent_revision}, {int(training['new_pairs'])} new pairs and "
+                f"{int(training['replayed_pairs'])} replayed, {trained.steps} steps in {trained.seconds:.0f} s"
+            ),
+        )
+        return Prepared(
+            built=built, manifest=trained.manifest, ct2_dir=trained.ct2_dir, hf_dir=trained.hf_dir
+        )
 
     def _train(self, work: Path) -> Prepared:
         from build_jobs.train_build import refuse_worse, train_model
@@ -123,7 +165,12 @@ class NmtBuildJob(FamilyBuildJob):
     def _pretranslate(self, prepared: Prepared) -> int:
         """Pretranslate with the model the build is about to publish (the trained model's local
         folder, or the base model) and stream the rows; clients see them once the build completes."""
-        from build_jobs.pretranslate import decoding_limit, pretranslate, pretranslate_stored_model
+        from build_jobs.pretranslate import (
+            decoding_limit,
+            pretranslate,
+            pretranslate_stored_model,
+            revision_memory,
+        )
 
         args, options, store, progress = self.args, self.options, self.store, self.progress
         if prepared.ct2_dir is not None:
@@ -137,6 +184,7 @@ class NmtBuildJob(FamilyBuildJob):
                 beams=options.pretranslate_beams,
                 batch_size=options.pretranslate_batch_size,
                 max_length=decoding_limit(prepared.manifest.max_positions),
+                memory=revision_memory(prepared.manifest, prepared.ct2_dir),
                 progress=report,
                 should_cancel=progress.should_cancel,
             )

@@ -1,7 +1,10 @@
 """Pretranslation: before a build publishes its revision, the job translates the segments the API
 service exported to `builds/{buildId}/pretranslate.src.json` and writes
 `builds/{buildId}/pretranslate.trg.json`: the same rows, `translation` now the MT output, plus
-`confidence` (the exponential of CTranslate2's length-normalized score, in 0..1)."""
+`confidence` (the exponential of CTranslate2's length-normalized score, in 0..1).
+
+A revision that reads fuzzy matches (`Manifest.input_format`) is given each segment with the target
+of its best match in the memory it publishes (`MEMORY_FILE`), as the node serves it."""
 
 from __future__ import annotations
 
@@ -13,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from build_jobs.evaluate import NllbTranslator
+from build_jobs.evaluate import NllbTranslator, match_targets
 from build_jobs.finetune import Canceled
-from serval_common.manifest import fetch_folder
+from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
+from serval_common.manifest import Manifest, fetch_folder
 from serval_common.model_revision import ModelRevision
 from serval_common.store import ModelStore
 
@@ -49,6 +53,13 @@ def read_source_rows(store: ModelStore, build_id: str) -> list[Row]:
     return rows
 
 
+def revision_memory(manifest: Manifest, model_dir: Path) -> TranslationMemory | None:
+    """The memory a revision that reads fuzzy matches publishes in its folder; None for a plain one."""
+    if manifest.input_format != FUZZY_MATCH_INPUT:
+        return None
+    return TranslationMemory.read(model_dir / MEMORY_FILE)
+
+
 def pretranslate(
     store: ModelStore,
     build_id: str,
@@ -59,14 +70,16 @@ def pretranslate(
     beams: int,
     batch_size: int,
     max_length: int = MAX_LENGTH,
+    memory: TranslationMemory | None = None,
     progress: Progress | None = None,
     should_cancel: Callable[[], bool] | None = None,
     rows: list[Row] | None = None,
 ) -> list[Row]:
     """Translate every exported segment (`rows`, when the caller has read them already) with the
     model in `model_dir` and write the target file. An empty source segment gets an empty
-    translation (confidence 1) without reaching the model. Raises `Canceled` when
-    `should_cancel` turns true between batches."""
+    translation (confidence 1) without reaching the model. `memory`: that of a model that reads
+    fuzzy matches (`revision_memory`), where each segment's match comes from. Raises `Canceled`
+    when `should_cancel` turns true between batches."""
     rows = read_source_rows(store, build_id) if rows is None else rows
     if not rows:
         return []
@@ -78,13 +91,15 @@ def pretranslate(
             if should_cancel is not None and should_cancel():
                 raise Canceled("the build was canceled while pretranslating")
             chunk = pending[start : start + batch_size]
+            sources = [str(rows[i]["translation"]) for i in chunk]
             translations = translator.translate(
-                [str(rows[i]["translation"]) for i in chunk],
+                sources,
                 source_code,
                 target_code,
                 beam_size=beams,
                 max_batch_size=batch_size,
                 max_length=max_length,
+                matches=None if memory is None else match_targets(memory, sources),
             )
             for i, translation in zip(chunk, translations, strict=True):
                 out[i]["translation"] = translation.text
@@ -158,6 +173,7 @@ def pretranslate_stored_model(
             beams=beams,
             batch_size=batch_size,
             max_length=decoding_limit(manifest.max_positions),
+            memory=revision_memory(manifest, model_dir),
             progress=progress,
             should_cancel=should_cancel,
             rows=rows,

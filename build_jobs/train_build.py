@@ -6,7 +6,12 @@ The fine-tune's hyperparameters are the build's options where it set them, else 
 (`jobs.*` settings), else the base model manifest's `training_defaults`, else the code's defaults
 (`BuildOptions.training`); the revision's manifest records them and where each came from. A
 fine-tune that lowers the held-out chrF is published only when the deployment allows it
-(`refuse_worse`, `jobs.publish_worse_models`)."""
+(`refuse_worse`, `jobs.publish_worse_models`).
+
+With `fuzzyMatches` (the default) the fine-tune also trains on each pair's source followed by the
+target of its best fuzzy match among the other training pairs (Neural Fuzzy Repair, Bulte &
+Tezcan 2019; `serval_common.fuzzy_memory`), is scored the same way, and the revision publishes the
+memory of all the build's pairs (`MEMORY_FILE`) with `input_format` `fuzzy-match`."""
 
 from __future__ import annotations
 
@@ -17,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build_jobs.base_model.convert import convert_to_ctranslate2
-from build_jobs.data import read_corpus
-from build_jobs.evaluate import evaluate
+from build_jobs.data import Corpus, read_corpus
+from build_jobs.evaluate import evaluate, match_targets
 from build_jobs.finetune import Canceled, Progress, ShouldCancel, finetune
 from build_jobs.publish import HF_SUBFOLDER, base_model_prefix, checkpoint_max_positions, publish_revision
 from serval_common.build_options import SOURCE_WORDS, BuildOptions, TrainingDefaults, TrainingHyperparameters
 from serval_common.fine_tune_scores import chrf_worse, worse_sentence
+from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
 from serval_common.manifest import Manifest, ManifestError, fetch_folder, read_manifest
 from serval_common.store import ModelStore
 
@@ -76,6 +82,43 @@ class TrainedModel:
             published=published,
             learning_rate=self.hyperparameters.values.learning_rate,
         )
+
+
+@dataclass(frozen=True)
+class FuzzyMatches:
+    """The target of each pair's fuzzy match (None: none), for the training and the held-out pairs."""
+
+    train: list[str | None]
+    evaluation: list[str | None]
+
+    def describe(self) -> str:
+        found = [sum(match is not None for match in side) for side in (self.train, self.evaluation)]
+        return (
+            f"fuzzy matches for {found[0]} of {len(self.train)} training pairs and "
+            f"{found[1]} of {len(self.evaluation)} held out"
+        )
+
+
+def retrieve_matches(corpus: Corpus, check: Callable[[], None] | None = None) -> FuzzyMatches:
+    """Matches from a memory of the training pairs alone. A training pair is never its own match:
+    one that were would teach the model to copy its input's match, whereas a new source's match is
+    the translation of another sentence, to repair. A held-out pair gets its match as an unseen source would when served, from the pairs the
+    model trained on, never from the held-out targets it is scored against. `check`: raises to
+    stop (a cancel), called as the search goes."""
+    memory = TranslationMemory(corpus.train)
+    return FuzzyMatches(
+        train=match_targets(memory, [s for s, _ in corpus.train], other_than_itself=True, check=check),
+        evaluation=match_targets(memory, [s for s, _ in corpus.evaluation], check=check),
+    )
+
+
+def write_memory(corpus: Corpus, folder: Path) -> Path:
+    """The revision's memory, of all the build's pairs (held-out ones too: once published, every
+    pair the engine has is a match a source may get), as `MEMORY_FILE` in the model folder, so it
+    is published, listed and verified with the weights."""
+    path = folder / MEMORY_FILE
+    TranslationMemory([*corpus.train, *corpus.evaluation]).write(path)
+    return path
 
 
 class WorseModelRefused(Exception):
@@ -185,6 +228,11 @@ def train_model(
         f"corpus: {len(corpus.train)} training pairs, {len(corpus.evaluation)} held out, "
         f"{corpus.dropped} empty pairs dropped",
     )
+    matches = None
+    if options.fuzzy_matches:
+        report(0.03, f"retrieving fuzzy matches for {len(corpus.train) + len(corpus.evaluation)} pairs")
+        matches = retrieve_matches(corpus, check_cancel)
+        report(0.04, matches.describe())
     base, base_dir = fetch_folder(store, base_model_prefix(base_model), work / "cache")
     hf_dir = base_dir / HF_SUBFOLDER
     if not (hf_dir / "config.json").is_file():
@@ -217,6 +265,7 @@ def train_model(
         corpus.train,
         source_language,
         target_language,
+        matches=None if matches is None else matches.train,
         previously_added=base.added_language_codes,
         max_steps=options.max_steps,
         time_budget_s=options.time_budget_s,
@@ -235,8 +284,20 @@ def train_model(
     report(TRAIN_END, f"trained {result.steps} steps in {result.seconds:.0f} s on {result.device} ({stop})")
     check_cancel()
     ct2_dir = convert_to_ctranslate2(out_hf, work / "ct2", quantization=options.quantization)
-    report(0.88, "scoring the fine-tuned model on the held-out pairs")
-    after = evaluate(ct2_dir, corpus.evaluation, source_language, target_language)
+    if matches is not None:
+        write_memory(corpus, ct2_dir)
+    report(
+        0.88,
+        "scoring the fine-tuned model on the held-out pairs"
+        + ("" if matches is None else " with their fuzzy matches"),
+    )
+    after = evaluate(
+        ct2_dir,
+        corpus.evaluation,
+        source_language,
+        target_language,
+        matches=None if matches is None else matches.evaluation,
+    )
     check_cancel()
     import ctranslate2
 
@@ -270,6 +331,8 @@ def train_model(
         },
         hyperparameters=hyperparameters,
     )
+    if matches is not None:  # (`FUZZY_MATCH_INPUT` is a plain `str` to mypy, not the field's Literal)
+        manifest = manifest.model_copy(update={"input_format": FUZZY_MATCH_INPUT})
     report(0.9, f"trained revision {revision} (chrF {before.chrf:.1f} → {after.chrf:.1f})")
     return TrainedModel(
         manifest=manifest,

@@ -14,7 +14,7 @@ import re
 import sys
 import unicodedata
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from itertools import accumulate
 from pathlib import Path
@@ -202,10 +202,22 @@ class EncodedSource:
     pieces: list[str]
     piece_words: list[int]
     """For each piece, the index of the word it belongs to."""
+    memory: tuple[str, ...] = ()
+    """What a model that reads fuzzy matches reads after the pieces (`with_match`); never words."""
 
     @property
     def tokens(self) -> list[str]:
-        return [self.source_code, *self.pieces, EOS]
+        return [self.source_code, *self.pieces, *self.memory, EOS]
+
+    def with_match(self, match_pieces: list[str], target_code: str, max_tokens: int) -> EncodedSource:
+        """The source followed by its fuzzy match's target, as a model trained on augmented input
+        reads it: `[src_code, *pieces, tgt_code, *match_pieces, </s>]`, the match cut to fit
+        `max_tokens` (nothing added when not even one of its pieces fits). The build job trains on
+        the same layout (`build_jobs.base_model.tiny.encode_pairs`)."""
+        room = max_tokens - len(self.pieces) - 3
+        if room < 1 or not match_pieces:
+            return self
+        return replace(self, memory=(target_code, *match_pieces[:room]))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from serval_api.routing.fleet import Fleet
 from serval_api.routing.learning import LearningSync
 from serval_api.routing.node_api import NodeApiServicer
 from serval_api.routing.registry import NodeRegistry
-from serval_api.service import Services, echo_builds, platform, train_segments
+from serval_api.service import Services, echo_builds, micro_builds, platform, train_segments
 from serval_api.service.changes import NODE_TOKENS
 from serval_api.service.context import LONG_POLL_MAX_S
 from serval_api.service.keys import verify_node_token
@@ -249,6 +249,7 @@ class ApiService:
         )
         services.changes.subscribe(learning.changed)
         self._watchers.append(asyncio.create_task(learning.run(), name="train-segment-catch-up"))
+        self._watchers.append(asyncio.create_task(micro_builds.sweep_forever(services), name="micro-builds"))
         await recover_builds(services)
         if settings.api.store_sweep_interval_s > 0:
             self._watchers.append(

@@ -161,6 +161,27 @@ class JobOptions(BaseModel):
         return [key for key in raw if key not in known]
 
 
+MICRO_BUILD_OPTION = "microBuild"
+"""The build option the API service sets on the micro-builds it starts (`BuildOptions.micro_build`)."""
+
+
+def is_micro_build(options: dict[str, Any] | None) -> bool:
+    """Whether a build's options (as recorded) make it a micro-build."""
+    return bool((options or {}).get(MICRO_BUILD_OPTION))
+
+
+class MicroBuild(BaseModel):
+    """What the API service gives a micro-build (docs/learning.md): the revision it continues,
+    how many of the build's pairs (the last ones) are new since that revision, and how many
+    training pairs it replays per new pair."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    parent_revision: int = Field(ge=1, alias="parentRevision")
+    new_pairs: int = Field(ge=1, alias="newPairs")
+    replay: int = Field(default=4, ge=0, le=100)
+
+
 class BuildOptions(JobOptions):
     """The options of `nmt` (and `echo`) builds."""
 
@@ -198,6 +219,25 @@ class BuildOptions(JobOptions):
         default=0.05, alias="evalShare", description="share of pairs held out for scoring (at least one pair)"
     )
     quantization: str | None = Field(default="int8", description="CTranslate2 quantization")
+    fuzzy_matches: bool = Field(
+        default=True,
+        alias="fuzzyMatches",
+        description="a fine-tune also trains on each source followed by the target of its best fuzzy "
+        "match among the other pairs, and publishes a revision that reads its source so, with the "
+        "memory of the build's pairs (Neural Fuzzy Repair); an inference-only build stays plain",
+    )
+    micro_builds: bool = Field(
+        default=True,
+        alias="microBuilds",
+        description="whether the revision this build makes, when it reads fuzzy matches, is followed by "
+        "micro-builds: short fine-tunes on the pairs confirmed with train-segment (docs/learning.md)",
+    )
+    micro_build: MicroBuild | None = Field(
+        default=None,
+        alias="microBuild",  # MICRO_BUILD_OPTION
+        description="set by the service on the micro-builds it starts, never by a client: the revision it "
+        "continues, the new pairs, the replay per new pair",
+    )
     pretranslate_beams: int = Field(
         default=4, alias="pretranslateBeams", ge=1, le=32, description="beam size for pretranslation"
     )

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from serval_common import families
 from serval_common.build_options import TrainingDefaults, TrainingHyperparameters
 from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.model_revision import BASE_MODELS, TRAINING_CHECKPOINT, ModelRevision, weights_identity
@@ -79,6 +80,12 @@ class Manifest(BaseModel):
         default=None, description="the model's position limit: longest input and output in tokens"
     )
     files: list[ManifestFile] = Field(default_factory=list)
+    input_format: Literal["plain", "fuzzy-match"] = Field(
+        default="plain",
+        description="What the model reads: `plain` sources, or (`fuzzy-match`) each source with the target "
+        "of its best match in the revision's translation memory (serval_common.fuzzy_memory), which the "
+        "revision publishes as memory.jsonl and which grows with every pair trained on the engine.",
+    )
     scores: dict[str, float] = Field(default_factory=dict)
     training: dict[str, float] = Field(
         default_factory=dict, description="steps, seconds, steps_per_second, stopped_by_budget (0/1)"
@@ -114,6 +121,14 @@ class Manifest(BaseModel):
         if problem is not None:
             raise ValueError(f"weights_from {value[:60]!a} is not a base model folder: {problem}")
         return value
+
+    @property
+    def learns_segments(self) -> bool:
+        """Whether train-segment changes what the revision answers, so nodes replay the engine's
+        pairs into it and it is never shared with another engine: a family that learns
+        (smt-transfer), or a revision that reads fuzzy matches from its memory. The one place
+        that says so: the API service records it with the revision (`Engine.model_learns`)."""
+        return self.input_format != "plain" or families.of_backend(self.backend).learns
 
     @property
     def size_bytes(self) -> int:

@@ -23,7 +23,6 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from serval_common import families
 from serval_common.names import check_base_model_name, check_id
 
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ def engine_models_prefix(engine_id: str) -> str:
 def weights_identity(location: str, manifest: Manifest, files: Manifest) -> str:
     """The weights a node loads for the revision at `location`, whose manifest is `manifest` and
     whose files `files` lists (the `weights_from` folder's manifest, or `manifest` itself)."""
-    if families.of_backend(manifest.backend).learns:
+    if manifest.learns_segments:
         return location  # a model that learns per engine (train-segment) is never shared
     digest = hashlib.sha256(f"{manifest.backend}\n{files.max_positions or 0}\n".encode())
     for entry in sorted(files.files, key=lambda f: f.path):

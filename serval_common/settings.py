@@ -544,6 +544,42 @@ class LimitSettings(BaseModel):
     )
 
 
+class LearningSettings(BaseModel):
+    """NMT engines that learn the verses a translator confirms (docs/learning.md): a revision that
+    reads fuzzy matches learns each pair at once; a micro-build, a short fine-tune of the engine's
+    current revision on the pairs confirmed since plus a replay sample of its training pairs, makes
+    them part of the weights."""
+
+    micro_build_pairs: int = Field(
+        default=10,
+        ge=0,
+        description="Confirmed pairs since the engine's current revision that start a micro-build; 0 turns "
+        "micro-builds off. Lilt retrains after about 10 segments; on a CPU each micro-build of a real NLLB-200 "
+        "takes minutes, so raise it there.",
+    )
+    micro_build_after_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A micro-build starts for fewer pairs once the oldest of them is this old (seconds).",
+    )
+    micro_build_steps: int = Field(
+        default=40,
+        ge=1,
+        le=10_000,
+        description="Optimizer steps of a micro-build's fine-tune (its `maxSteps`).",
+    )
+    micro_build_replay: int = Field(
+        default=4,
+        ge=0,
+        le=100,
+        description="Training pairs replayed per confirmed pair in a micro-build, so the model keeps what it "
+        "knew (at least 16 when the engine has them).",
+    )
+    micro_build_check_s: float = Field(
+        default=30.0, gt=0, description="How often each API replica looks for engines due a micro-build."
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SERVAL_", env_nested_delimiter="__", extra="ignore")
 
@@ -558,6 +594,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
 
     @cached_property
     def resolved_database_url(self) -> str:

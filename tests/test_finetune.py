@@ -8,10 +8,16 @@ from pathlib import Path
 import ctranslate2
 import pytest
 
-from build_jobs.data import CorpusError
+from build_jobs.base_model.tiny import EOS_ID, augmented_source, encode_pairs
+from build_jobs.data import Corpus, CorpusError
+from build_jobs.evaluate import NllbTranslator
 from build_jobs.finetune import Canceled
-from build_jobs.train_build import TrainedRevision, train_revision
+from build_jobs.pretranslate import pretranslate_revision, source_key
+from build_jobs.train_build import TrainedRevision, retrieve_matches, train_revision
+from inference_gpu.nllb import EncodedSource
 from serval_common.build_options import BuildOptions, BuildOptionsError
+from serval_common.fuzzy_memory import MEMORY_FILE, TranslationMemory
+from serval_common.manifest import read_manifest
 from serval_common.store import ModelStore, open_store
 from tests.helpers import publish_tiny_base_model, verse_pairs
 
@@ -82,12 +88,121 @@ def test_a_language_nllb_lacks_is_added(store: ModelStore, tmp_path: Path) -> No
 
 
 def test_time_budget_stops_early_and_still_publishes(store: ModelStore, tmp_path: Path) -> None:
+    """…and, fuzzy matches being on by default, publishes a revision that reads them, with the
+    memory of every pair of the build (held-out ones too), which pretranslation reads."""
     sources, targets = verse_pairs("engwebp", "swh1850", 100)
     write_corpus(store, "b1", sources, targets)
     trained = train(store, maxSteps=100_000, timeBudgetS=3)
 
     assert 0 < trained.steps < 100_000
-    assert (tmp_path / "store" / "models" / "e1" / "1" / "manifest.json").is_file()
+    folder = tmp_path / "store" / "models" / "e1" / "1"
+    assert (folder / "manifest.json").is_file()
+    manifest = read_manifest(store, "models/e1/1")
+    assert manifest.input_format == "fuzzy-match" and manifest.learns_segments
+    memory = TranslationMemory.read(folder / MEMORY_FILE)
+    assert sorted(memory.pairs()) == sorted(zip(sources, targets, strict=True)), "every pair"
+    assert MEMORY_FILE in {f.path for f in manifest.files}, "listed, so nodes fetch and verify it"
+
+    unseen = "Blessed are the humble, for they shall inherit the earth."
+    match = memory.best(unseen)
+    assert match is not None, "a verse with a match in the memory"
+    store.write_bytes(source_key("b2"), json.dumps([{"textId": "MAT", "translation": unseen}]).encode())
+    [row] = pretranslate_revision(
+        store, engine_id="e1", revision=1, build_id="b2", source_code="eng_Latn", target_code="swh_Latn",
+        beams=2, batch_size=8,
+    )  # fmt: skip
+    [expected] = NllbTranslator(folder).translate(
+        [unseen],
+        "eng_Latn",
+        "swh_Latn",
+        beam_size=2,
+        max_batch_size=8,
+        max_length=255,
+        matches=[match.target],
+    )
+    assert row["translation"] == expected.text, "pretranslation reads the match from the revision's memory"
+
+
+def test_without_fuzzy_matches_the_revision_is_plain(store: ModelStore, tmp_path: Path) -> None:
+    sources, targets = verse_pairs("engwebp", "swh1850", 40)
+    write_corpus(store, "b1", sources, targets)
+    trained = train(store, maxSteps=2, fuzzyMatches=False)
+
+    assert trained.steps == 2 and trained.manifest.input_format == "plain"
+    assert not trained.manifest.learns_segments
+    assert MEMORY_FILE not in {f.path for f in trained.manifest.files}
+    assert not (tmp_path / "store" / "models" / "e1" / "1" / MEMORY_FILE).exists()
+
+
+class WordTokenizer:
+    """A stand-in for the NLLB tokenizer: every word its own id, counted from 10."""
+
+    def __init__(self) -> None:
+        self.vocabulary = {"eng_Latn": 3, "swh_Latn": 4}
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.vocabulary
+
+    def __call__(self, texts: list[str], add_special_tokens: bool) -> dict[str, list[list[int]]]:
+        assert not add_special_tokens
+        return {"input_ids": [[self.vocabulary.setdefault(w, len(self.vocabulary) + 10) for w in t.split()]
+                              for t in texts]}  # fmt: skip
+
+
+def test_augmented_examples_follow_the_nodes_layout_and_truncation() -> None:
+    tokenizer = WordTokenizer()
+    pairs = [("a b c", "x y"), ("d e", "z"), ("f g h i j k", "w"), ("l m", "v")]
+    matches = ["p q r s o", None, "t u", ""]
+    examples = encode_pairs(tokenizer, pairs, "eng_Latn", "swh_Latn", 10, matches)  # type: ignore[arg-type]
+    ids = tokenizer.vocabulary
+    a, b, c, x, y, p, q, r, s = (ids[w] for w in "abcxypqrs")
+    src, tgt = ids["eng_Latn"], ids["swh_Latn"]
+
+    assert [(e.source_ids, e.label_ids) for e in examples[:2]] == [
+        ([src, a, b, c, EOS_ID], [tgt, x, y, EOS_ID]),
+        ([src, a, b, c, tgt, p, q, r, s, EOS_ID], [tgt, x, y, EOS_ID]),
+    ], "the plain example, then the source, the target code and the match, cut to 10 ids"
+    assert len(examples) == 6, "one example without a match, or with an empty one"
+    six = [ids[w] for w in "fghijk"]
+    assert [e.source_ids for e in examples[3:5]] == [
+        [src, *six, EOS_ID],
+        [src, *six, tgt, ids["t"], EOS_ID],
+    ], "room for one id of the match"
+    assert examples[5].source_ids == [src, ids["l"], ids["m"], EOS_ID]
+    long_pair = [("a b c d e f g h i j k", "x")]
+    long_source = encode_pairs(tokenizer, long_pair, "eng_Latn", "swh_Latn", 10, ["p"])  # type: ignore[arg-type]
+    assert [e.source_ids for e in long_source] == [[src, *(ids[w] for w in "abcdefgh"), EOS_ID]], (
+        "the plain source cut to 8 ids, as before; no room for a match"
+    )
+    plain = encode_pairs(tokenizer, pairs, "eng_Latn", "swh_Latn", 10)  # type: ignore[arg-type]
+    assert plain == [examples[i] for i in (0, 2, 3, 5)], "without matches: the plain examples alone"
+
+    # The node's rule (EncodedSource.with_match) on the same pieces, source lengths 1 to 8.
+    for length in range(1, 9):
+        source = [str(n) for n in range(100, 100 + length)]
+        encoded = EncodedSource("s", "eng_Latn", [], source, [])
+        served = encoded.with_match(["7", "8", "9"], "swh_Latn", 10)
+        trained = augmented_source(3, [int(n) for n in source], 4, [7, 8, 9], 10)
+        if served is encoded:
+            assert trained is None, length
+        else:
+            as_ids = {"eng_Latn": 3, "swh_Latn": 4, "</s>": EOS_ID}
+            assert trained == [as_ids.get(t) or int(t) for t in served.tokens], length
+
+
+def test_a_training_pair_is_never_its_own_match() -> None:
+    train_pairs = [
+        ("the king went to the city", "A"),
+        ("the king went to the house", "B"),
+        ("a woman sat by the well", "C"),
+        ("in the beginning was the word", "D"),
+    ]
+    held_out = [("the king went to the city", "E"), ("nothing alike at all here", "F")]
+    matches = retrieve_matches(Corpus(train=train_pairs, evaluation=held_out, dropped=0))
+
+    assert matches.train == ["B", "A", None, None], "each its closest other pair; none for itself"
+    assert matches.evaluation == ["A", None], "a held-out source gets the training pair it equals"
+    assert matches.describe() == "fuzzy matches for 2 of 4 training pairs and 1 of 2 held out"
 
 
 def test_misaligned_and_empty_corpora_fault_with_their_messages(store: ModelStore) -> None:

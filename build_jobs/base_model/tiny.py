@@ -144,17 +144,42 @@ def encode_pairs(
     source_code: str,
     target_code: str,
     max_length: int = MAX_TOKENS,
+    matches: Sequence[str | None] | None = None,
 ) -> list[Example]:
-    """NLLB layout: source `[src_code] pieces </s>`, labels `[tgt_code] pieces </s>`."""
+    """NLLB layout: source `[src_code] pieces </s>`, labels `[tgt_code] pieces </s>`, each side cut
+    to `max_length`. With `matches` (for each pair the target of its fuzzy match, None for none), a
+    pair with a match gives a second, augmented example with the same labels (`augmented_source`)."""
     vocabulary = tokenizer.get_vocab()
     source_id, target_id = vocabulary[source_code], vocabulary[target_code]
-    sources = tokenizer([s for s, _ in pairs], add_special_tokens=False)["input_ids"]
-    targets = tokenizer([t for _, t in pairs], add_special_tokens=False)["input_ids"]
+    sources = _ids(tokenizer, [s for s, _ in pairs])
+    targets = _ids(tokenizer, [t for _, t in pairs])
+    # A pair without a match has no ids to add: `augmented_source` gives it no second example.
+    match_ids = _ids(tokenizer, [m or "" for m in matches]) if matches is not None else [[]] * len(pairs)
     body = max_length - 2
-    return [
-        Example([source_id, *s[:body], EOS_ID], [target_id, *t[:body], EOS_ID])
-        for s, t in zip(sources, targets, strict=True)
-    ]
+    examples = []
+    for s, t, m in zip(sources, targets, match_ids, strict=True):
+        labels = [target_id, *t[:body], EOS_ID]
+        examples.append(Example([source_id, *s[:body], EOS_ID], labels))
+        augmented = augmented_source(source_id, s, target_id, m, max_length)
+        if augmented is not None:
+            examples.append(Example(augmented, labels))
+    return examples
+
+
+def augmented_source(
+    source_code_id: int, source_ids: list[int], target_code_id: int, match_ids: list[int], max_length: int
+) -> list[int] | None:
+    """`[src_code, *source, tgt_code, *match, </s>]`, the match cut so the whole fits `max_length`;
+    None when not even one of its ids fits. The node's layout and rule exactly
+    (`inference_gpu.nllb.EncodedSource.with_match`): a model reads at serving what it trained on."""
+    room = max_length - len(source_ids) - 3
+    if room < 1 or not match_ids:
+        return None
+    return [source_code_id, *source_ids, target_code_id, *match_ids[:room], EOS_ID]
+
+
+def _ids(tokenizer: NllbTokenizer, texts: list[str]) -> list[list[int]]:
+    return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
 def _train(

@@ -1,4 +1,10 @@
-"""The `nmt` family: an NLLB model converted to CTranslate2, its tokenizer and its micro-batcher."""
+"""The `nmt` family: an NLLB model converted to CTranslate2, its tokenizer and its micro-batcher.
+
+A revision trained on fuzzy-match input (`Manifest.input_format`, docs/learning.md) is served with
+its translation memory: each source is read together with the target of its best match there,
+and every pair trained on the engine joins the memory at once (`train_segment`), so a verse a
+translator confirms changes the next translation of a similar verse. Such a model learns segments:
+the node replays the engine's pairs into it when it loads, like an smt-transfer model."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from inference_gpu.nllb import EncodedSource, NllbTokenizer
 from inference_gpu.results import build_result
 from inference_gpu.word_graph import build_word_graph
 from serval_common.core import UNKNOWN_SENDER, Detail, Sender, TranslationResult, WordGraph
+from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
 
@@ -32,6 +39,10 @@ class NmtModel(ServedModel):
     tokenizer: NllbTokenizer
     batcher: MicroBatcher[TranslateRequest, list[Hypothesis]]
     settings: NodeSettings
+    memory: TranslationMemory | None = None
+    """The revision's translation memory when it reads fuzzy matches; None for plain input."""
+    learned_through: int = 0
+    """The number of the last trained pair added to `memory`."""
 
     @classmethod
     def load(
@@ -55,7 +66,25 @@ class NmtModel(ServedModel):
             on_batch=on_batch,
             name=f"batch-{folder.name}",
         )
-        return cls(manifest, folder, backend, tokenizer, batcher, node_settings)
+        memory = (
+            TranslationMemory.read(folder / MEMORY_FILE)
+            if manifest.input_format == FUZZY_MATCH_INPUT
+            else None
+        )
+        return cls(manifest, folder, backend, tokenizer, batcher, node_settings, memory)
+
+    @property
+    def learns_segments(self) -> bool:
+        return self.memory is not None
+
+    async def train_segment(self, source: str, target: str, sentence_start: bool, seq: int) -> None:
+        """Add a confirmed pair to the memory: the next similar source reads it."""
+        if self.memory is None:
+            raise self._unsupported(Capability.TRAIN_SEGMENT)
+        if seq and seq <= self.learned_through:
+            return
+        self.memory.add(source, target)
+        self.learned_through = max(self.learned_through, seq)
 
     @property
     def size_bytes(self) -> int:
@@ -93,6 +122,11 @@ class NmtModel(ServedModel):
             raise InputTooLong(
                 f"the segment has {len(source.tokens)} tokens; at most {self.settings.max_input_tokens} are accepted"
             )
+        if self.memory is not None:
+            match = self.memory.best(segment)
+            if match is not None:
+                limit = self.manifest.max_positions or self.settings.max_input_tokens
+                source = source.with_match(self.tokenizer.encode_target(match.target), target_code, limit)
         beam_size = max(self.settings.beam_size, n)
         request = TranslateRequest(
             source=source.tokens,

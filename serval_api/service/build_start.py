@@ -35,7 +35,12 @@ from serval_api.service import (
     revisions,
 )
 from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry, WordAlignEntry
-from serval_api.service.build_transitions import fault_build, record_job_ref, webhook_wakeup
+from serval_api.service.build_transitions import (
+    cancel_current_build,
+    fault_build,
+    record_job_ref,
+    webhook_wakeup,
+)
 from serval_api.service.builds import running_build
 from serval_api.service.changes import engine_key, owner_builds_key
 from serval_api.service.context import Services
@@ -44,7 +49,13 @@ from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
 from serval_api.service.keys import hash_secret, new_id
 from serval_api.service.options_json import UNPARSABLE
 from serval_api.webhooks.outbox import enqueue_build_events
-from serval_common.build_options import BuildOptions, BuildOptionsError, JobOptions
+from serval_common.build_options import (
+    MICRO_BUILD_OPTION,
+    BuildOptions,
+    BuildOptionsError,
+    JobOptions,
+    is_micro_build,
+)
 from serval_common.families import family
 from serval_common.languages import inference_only_refusal
 from serval_common.manifest import ManifestError, base_model_folder, read_manifest, store_unavailable
@@ -69,15 +80,24 @@ async def start_build(
     word_align_on: list[WordAlignEntry] | None = None,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
     model: str | None = None,
+    supersede: bool = True,
 ) -> Build:
     """Omitted `train_on` trains on all the engine's parallel corpora and engine corpora (none:
     inference-only); empty `train_on` is an inference-only build. `catalog` (gRPC) holds the corpora
     the request carries, which the entries then name instead of the engine's stored ones.
     `word_align_on` (a word-alignment engine's build, `types` the word-alignment types) takes the
     place of `pretranslate`: omitted, every parallel corpus is aligned; empty, none. `model`
-    (Serval 1.20's) names the base model to start from, as `options.baseModel` does."""
+    (Serval 1.20's) names the base model to start from, as `options.baseModel` does. A running
+    micro-build of the engine is canceled first unless `supersede` is false (a micro-build's own
+    start): the owner's builds never wait for one (`micro_builds`)."""
     caller.require(UPDATE_ENGINES)
     _check_request(services, name, build_id, train_on, pretranslate, word_align_on)
+    if supersede:
+        if isinstance(options, dict) and MICRO_BUILD_OPTION in options:
+            raise InvalidArgument(
+                f"options.{MICRO_BUILD_OPTION} is set by the service on the micro-builds it starts; leave it out"
+            )
+        await _supersede_micro_build(services, caller, engine_id, types)
     engine_type = await _refuse_early(services, caller, engine_id, build_id, types)
     await services.quotas.build_start(caller)
     options = build_model.with_model(engine_type, model, options)
@@ -141,6 +161,17 @@ async def _refuse_early(
         engine_type = (await owned_engine(s, caller, engine_id, types=types)).type
         await _refuse_duplicate(s, engine_id, build_id)
     return engine_type
+
+
+async def _supersede_micro_build(
+    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType]
+) -> None:
+    async with services.db.session() as s:
+        await owned_engine(s, caller, engine_id, types=types)
+        running = await running_build(s, engine_id)
+    if running is not None and is_micro_build(running.options):
+        log.info("micro-build superseded", extra={"engine_id": engine_id, "build_id": running.id})
+        await cancel_current_build(services, caller, engine_id, types)
 
 
 async def _refuse_duplicate(s: AsyncSession, engine_id: str, build_id: str | None) -> None:

@@ -87,6 +87,7 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
         build.progress = 1.0
         engine.model_revision = build.target_model_revision
         engine.model_weights = weights
+        engine.model_learns = published is not None and published.manifest.learns_segments
         engine.corpus_size = corpus_size
         if train_segments.learns_segments(engine.type):  # Serval: the pairs plus those learned since
             engine.corpus_size = corpus_size + train_segments.learned_since(build)

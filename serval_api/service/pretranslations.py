@@ -42,6 +42,7 @@ from serval_api.service.file_contents import contents_key
 from serval_api.service.files import FileFormat
 from serval_api.service.job_auth import authorize_job_for_engine
 from serval_api.service.parallel_corpora import owned_parallel_corpus
+from serval_common.build_options import is_micro_build
 
 log = logging.getLogger(__name__)
 
@@ -196,12 +197,13 @@ async def write_build_rows(
 
 async def build_finished(services: Services, build: Build) -> None:
     """A completed build's rows (pretranslations, word alignments) replace every other build's
-    rows of the engine; a faulted or canceled build's own rows go."""
-    if build.build_state == BuildState.COMPLETED:
+    rows of the engine (but a micro-build, which makes none, keeps them); a faulted or canceled
+    build's own rows go."""
+    if build.build_state == BuildState.COMPLETED and not is_micro_build(build.options):
         for table in RESULT_TABLES:
             query = delete(table).where(table.engine_id == build.engine_id, table.build_id != build.id)
             await _delete(services, build, table, query)
-    elif not build.build_state.is_running:
+    elif build.build_state != BuildState.COMPLETED and not build.build_state.is_running:
         await discard(services, build)
 
 

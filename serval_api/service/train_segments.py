@@ -2,7 +2,8 @@
 
 For an engine whose family does not learn segments (nmt, echo), a pair answers translate at once
 when the client's segment matches its source exactly after `normalize` (NFC, whitespace runs as
-one space, stripped; case and punctuation kept). For one that does (smt-transfer), every node
+one space, stripped; case and punctuation kept); an nmt revision that reads fuzzy matches also
+learns it, as below (`revision_learns`). For one that does (smt-transfer), every node
 serving the engine learns the pair and the model answers; nodes loading a revision later replay
 the pairs trained since the revision's build, and nodes that missed a pair fetch it
 (`DatabaseTrainSegments`, `last_pairs`). Either way the pair joins the engine's
@@ -37,6 +38,14 @@ def learns_segments(engine_type: str) -> bool:
     """Whether the engine type's models learn a trained segment themselves (no stored-translation
     overlay)."""
     return family(engine_type).learns
+
+
+def revision_learns(engine: Engine) -> bool:
+    """Whether the engine's current revision learns each trained pair, so the nodes holding it are
+    sent the pair: every revision of a family that learns, and an nmt revision that reads fuzzy
+    matches from its memory (`Engine.model_learns`, docs/learning.md). Such an nmt engine keeps
+    the exact-match overlay too."""
+    return learns_segments(engine.type) or engine.model_learns
 
 
 def normalize(segment: str) -> str:

@@ -12,7 +12,7 @@ from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
 from serval_api.db.models import Engine
 from serval_api.errors import InvalidArgument, NotBuilt, NotFound
 from serval_api.routing.work import Served, TrainSegmentWork, TranslateWork, WordGraphWork
-from serval_api.service import limits, train_segments
+from serval_api.service import limits, micro_builds, train_segments
 from serval_api.service.changes import engine_key
 from serval_api.service.context import Services
 from serval_api.service.engines import owned_engine, visible_engine
@@ -207,6 +207,7 @@ async def train_segment(
             )
             if train_segments.learns_segments(engine.type):
                 engine.corpus_size += 1  # as Serval's smt-transfer counts each trained segment
+            learns = train_segments.revision_learns(engine)
             work = TrainSegmentWork(
                 model=engine.current_revision,
                 family=engine.type,
@@ -218,7 +219,7 @@ async def train_segment(
             )
         services.changes.notify(engine_key(engine_id))
         extra = {"engine_id": engine_id, "seq": work.seq}
-        if not train_segments.learns_segments(work.family):
+        if not learns:
             log.info("segment trained", extra=extra)
             return
         request_id = uuid.uuid4().hex
@@ -226,6 +227,7 @@ async def train_segment(
             work, request_id=request_id, timeout_s=services.settings.api.request_timeout_s
         )
     log.info("segment trained", extra={**extra, "request_id": request_id, "nodes": learned})
+    micro_builds.check_soon(services, engine_id)
 
 
 _orders: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()

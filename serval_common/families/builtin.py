@@ -31,6 +31,7 @@ NMT = register(
         operations=TRANSLATION_OPERATIONS,
         pretranslates=True,
         takes_base_model=True,
+        micro_builds=True,
     )
 )
 SMT_TRANSFER = register(

@@ -64,6 +64,9 @@ class EngineFamily:
     """sil-machine's `TranslationSources` flag of the words its own model proposes."""
     learns: bool = False
     """Its models learn each train-segment pair between builds (sent to the nodes serving it)."""
+    micro_builds: bool = False
+    """Its revisions that learn pairs through fuzzy matches are followed by micro-builds, short
+    fine-tunes on the confirmed pairs (docs/learning.md; its job continues a revision)."""
     pretranslates: bool = False
     """Its builds pretranslate the corpora's untranslated segments."""
     persisted_by_default: bool = False

@@ -37,6 +37,7 @@ class Deployment:
     grpc_port: int
     api: subprocess.Popen[bytes]
     node: subprocess.Popen[bytes]
+    database_url: str
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -78,7 +79,7 @@ def deployment(
             grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
         ):
             processes.RestClient(f"http://127.0.0.1:{rest_port}", api_key).wait_for_node(node)
-            yield Deployment(home, rest, channel, api_key, grpc_port, api, node)
+            yield Deployment(home, rest, channel, api_key, grpc_port, api, node, e2e_database_url)
     finally:
         node_code = processes.stop(node)
         time.sleep(0.5)
@@ -118,6 +119,23 @@ def node_statuses(database_url: str) -> dict[str, str]:
             await db.close()
 
     return asyncio.run(read())
+
+
+def admin_key(database_url: str) -> str:
+    """A new administrator's API key of the deployment whose database is at `database_url`."""
+    from serval_api.auth import ADMIN
+    from serval_api.db.database import Database
+    from serval_api.service.keys import create_api_key
+
+    async def create() -> str:
+        db = Database(database_url)
+        try:
+            _, key = await create_api_key(db, "ops", (ADMIN,))
+            return key
+        finally:
+            await db.close()
+
+    return asyncio.run(create())
 
 
 def wait_for_build(

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Deployment, wait_for_build
-from tests.helpers import verse_pairs
+from tests.e2e.conftest import Deployment, admin_key, wait_for_build
+from tests.helpers import verse_pairs, wait_until
 
 VERSE = "Blessed are the peacemakers, for they shall be called children of God."
 
@@ -76,6 +76,60 @@ def test_training_build_serves_the_fine_tuned_revision(deployment: Deployment) -
     translated = rest.post(f"/translation/engines/{engine['id']}/translate", json=VERSE)
     assert translated.status_code == 200, translated.text
     assert translated.json()["translation"].strip()
+    assert manifest["input_format"] == "fuzzy-match", "fine-tunes read fuzzy matches by default"
+
+    micro_build_continues_the_revision(deployment, engine["id"], sources[:11], targets[:11])
+
+
+def node_model(deployment: Deployment, engine_id: str, revision: int) -> dict[str, Any]:
+    """The node's view of the engine's revision, as the admin API reports it ({} when none holds it)."""
+    key = admin_key(deployment.database_url)
+    nodes = deployment.rest.get("/admin/nodes", headers={"X-API-Key": key}).json()
+    for node in nodes:
+        for model in node["models"]:
+            if model["engineId"] == engine_id and model["revision"] == revision:
+                return dict(model)
+    return {}
+
+
+def micro_build_continues_the_revision(
+    deployment: Deployment, engine_id: str, sources: list[str], targets: list[str]
+) -> None:
+    """Ten confirmed verses (`learning.micro_build_pairs`) start a micro-build of revision 1; the
+    verse confirmed while it runs is replayed into the revision it publishes, which serves."""
+    rest = deployment.rest
+
+    def confirm(source: str, target: str) -> None:
+        answer = rest.post(
+            f"/translation/engines/{engine_id}/train-segment",
+            json={"sourceSegment": source, "targetSegment": target, "sentenceStart": True},
+        )
+        assert answer.status_code == 200, answer.text
+
+    def micro_builds() -> list[dict[str, Any]]:
+        builds = rest.get(f"/translation/engines/{engine_id}/builds").json()
+        return [b for b in builds if b.get("name") == "micro-build"]
+
+    for source, target in zip(sources[:10], targets[:10], strict=True):
+        confirm(source, target)
+    wait_until(micro_builds, 30, "the micro-build started")
+    confirm(sources[10], targets[10])
+    learned = node_model(deployment, engine_id, 1)["trainedThrough"]
+    [micro] = micro_builds()
+    assert micro["state"] in ("Pending", "Active"), "the eleventh verse was confirmed while it ran"
+    micro = wait_for_build(rest, engine_id, micro, timeout_s=300)
+    assert micro["state"] == "Completed", micro
+    assert micro["message"].startswith("published revision 2: micro-build of revision 1, 10 new pairs"), micro
+    assert rest.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 2
+    manifest = json.loads(
+        (deployment.home / "store" / "models" / engine_id / "2" / "manifest.json").read_text()
+    )
+    assert manifest["training"]["micro_build_of"] == 1 and manifest["input_format"] == "fuzzy-match"
+    translated = rest.post(f"/translation/engines/{engine_id}/translate", json=VERSE)
+    assert translated.status_code == 200 and translated.headers["X-Model-Revision"] == "2", translated.text
+    assert node_model(deployment, engine_id, 2)["trainedThrough"] == learned, (
+        "the pair confirmed meanwhile replayed"
+    )
 
 
 @pytest.mark.sqlite_pass_only

@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -41,6 +42,10 @@ class Engine(Base):
     """The weights identity of the current revision (`serval_common.model_revision`), recorded when
     its build completes: the dispatcher sends work to a node holding those weights under any
     revision. None: not known (the echo types, or the store was unreachable then)."""
+    model_learns: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """Whether the current revision learns trained pairs (`Manifest.learns_segments`: an
+    smt-transfer model, or an nmt revision that reads fuzzy matches), recorded with its weights:
+    every node holding it then learns each pair the engine is trained on."""
     next_model_revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     """The revision number the engine's next build publishes: taken and incremented at each build
     start, so a revision a faulted or canceled build was given is never given again."""
