@@ -62,7 +62,7 @@ async def list_confidences(
             .join(Build, Build.id == Pretranslation.build_id)
             .where(
                 Pretranslation.engine_id == engine.id,
-                Pretranslation.model_revision == engine.model_revision,
+                Pretranslation.model_revision == engine.drafts_revision,
                 Pretranslation.corpus_id == parallel_corpus_id,
                 Build.state == BuildState.COMPLETED.value,
             )

@@ -33,7 +33,7 @@ from serval_api.db.models import Build, BuildState, Engine, TrainSegment, utcnow
 from serval_api.errors import ServalError
 from serval_api.service.build_start import start_build
 from serval_api.service.context import Services
-from serval_common.build_options import MICRO_BUILD_OPTION
+from serval_common.build_options import MICRO_BUILD_OPTION, is_micro_build
 from serval_common.families import family, names
 from serval_common.settings import LearningSettings
 
@@ -72,20 +72,41 @@ async def due(s: AsyncSession, engine: Engine, learning: LearningSettings, now: 
     )
     if parent is None or (parent.options or {}).get(MICRO_BUILDS) is False:
         return None
-    new, oldest = (
+    new, oldest, newest = (
         await s.execute(
-            select(func.count(), func.min(TrainSegment.created_at)).where(
+            select(func.count(), func.min(TrainSegment.created_at), func.max(TrainSegment.created_at)).where(
                 TrainSegment.engine_id == engine.id, TrainSegment.id > (parent.train_segments_through or 0)
             )
         )
     ).one()
     if not new or oldest is None:
         return None
-    if oldest.tzinfo is None:
-        oldest = oldest.replace(tzinfo=now.tzinfo)
-    if new < learning.micro_build_pairs and (now - oldest).total_seconds() < learning.micro_build_after_s:
+    if await _superseded_since(s, engine.id, _aware(newest, now)):
+        return None
+    if (
+        new < learning.micro_build_pairs
+        and (now - _aware(oldest, now)).total_seconds() < learning.micro_build_after_s
+    ):
         return None
     return Due(engine.id, engine.owner, engine.model_revision, int(new))
+
+
+def _aware(moment: datetime, now: datetime) -> datetime:
+    """SQLite gives back naive datetimes (UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=now.tzinfo)
+
+
+async def _superseded_since(s: AsyncSession, engine_id: str, newest_pair: datetime) -> bool:
+    """Whether the engine's latest build is a micro-build canceled after its newest pair: the owner
+    started a build in its place (which trains on every pair), or canceled it. It is not started
+    again until another pair is confirmed."""
+    latest = await s.scalar(
+        select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created.desc()).limit(1)
+    )
+    if latest is None or latest.state != BuildState.CANCELED.value or not is_micro_build(latest.options):
+        return False
+    finished = latest.date_finished
+    return finished is not None and _aware(finished, newest_pair) >= newest_pair
 
 
 def options(found: Due, learning: LearningSettings) -> dict[str, Any]:

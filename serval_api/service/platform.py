@@ -15,6 +15,7 @@ from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import confidences, diagnostics, limits, pretranslations, revisions, train_segments
 from serval_api.service.build_transitions import apply_job_change
 from serval_api.service.context import Services
+from serval_common.build_options import is_micro_build
 from serval_common.families import family
 from serval_common.fine_tune_scores import chrf_worse, worse_sentence
 from serval_common.jobs import CANCELED_EXIT_CODE
@@ -88,6 +89,8 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
         engine.model_revision = build.target_model_revision
         engine.model_weights = weights
         engine.model_learns = published is not None and published.manifest.learns_segments
+        if not is_micro_build(build.options):
+            engine.pretranslated_revision = build.target_model_revision
         engine.corpus_size = corpus_size
         if train_segments.learns_segments(engine.type):  # Serval: the pairs plus those learned since
             engine.corpus_size = corpus_size + train_segments.learned_since(build)

@@ -164,7 +164,7 @@ async def _draft_build(s: AsyncSession, engine: Engine, corpus_id: str) -> _Draf
         select(Build)
         .where(
             Build.engine_id == engine.id,
-            Build.target_model_revision == engine.model_revision,
+            Build.target_model_revision == engine.drafts_revision,
             Build.state == BuildState.COMPLETED.value,
         )
         .order_by(Build.date_finished.desc())

@@ -320,7 +320,7 @@ async def current_rows(
         .join(Build, Build.id == table.build_id)
         .where(
             table.engine_id == engine.id,
-            table.model_revision == engine.model_revision,
+            table.model_revision == engine.drafts_revision,
             table.corpus_id == corpus_id,
             Build.state == BuildState.COMPLETED.value,
         )

@@ -17,10 +17,12 @@ import httpx
 import pytest
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+from serval_api.auth import ALL_SCOPES
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.settings import ApiSettings, LearningSettings, Settings
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine
+from tests.api.test_pretranslations import pretranslations, start_build, text_engine, translated
 from tests.helpers import wait_until
 
 
@@ -159,3 +161,32 @@ def test_fewer_pairs_start_a_micro_build_once_the_oldest_is_old_enough(api: Runn
         wait_until(lambda: len(api.launcher.specs) == 2, 30, "the sweep started the micro-build")
         options = json.loads(api.launcher.specs[-1].options_json)
         assert options["microBuild"]["newPairs"] == 1
+
+
+def test_a_completed_micro_build_keeps_the_engines_pretranslations(api: RunningApi) -> None:
+    with api.client(scopes=ALL_SCOPES) as client:
+        engine_id, pc_id = text_engine(client)
+        job = start_build(api, client, engine_id, pc_id)
+        rows = translated(job.source_rows(), "draft")
+        assert job.insert(rows) == 2
+        spec = api.launcher.specs[-1]
+        complete(api, spec.build_id, engine_id, spec.revision, spec.job_token, fuzzy=True)
+        drafts = pretranslations(client, engine_id, pc_id).json()
+        assert [d["translation"] for d in drafts] == [r["translation"] for r in rows]
+
+        confirm(client, engine_id, 3)
+        wait_until(lambda: len(api.launcher.specs) == 2, 30, "the micro-build launched")
+        micro = api.launcher.specs[-1]
+        complete(api, micro.build_id, engine_id, micro.revision, micro.job_token, fuzzy=True)
+        assert client.get(f"/translation/engines/{engine_id}").json()["modelRevision"] == 2
+        assert pretranslations(client, engine_id, pc_id).json() == drafts
+
+
+def test_a_client_cannot_start_a_micro_build_itself(api: RunningApi) -> None:
+    with api.client() as client:
+        engine = create_engine(client)
+        answer = client.post(
+            f"/translation/engines/{engine['id']}/builds",
+            json={"options": {"microBuild": {"parentRevision": 1, "newPairs": 1}}},
+        )
+        assert answer.status_code == 400 and "microBuild" in answer.text, answer.text

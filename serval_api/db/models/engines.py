@@ -46,12 +46,20 @@ class Engine(Base):
     """Whether the current revision learns trained pairs (`Manifest.learns_segments`: an
     smt-transfer model, or an nmt revision that reads fuzzy matches), recorded with its weights:
     every node holding it then learns each pair the engine is trained on."""
+    pretranslated_revision: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The revision whose build made the engine's pretranslations: the current one, except after
+    micro-builds, which make none and leave the last full build's (`drafts_revision`)."""
     next_model_revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     """The revision number the engine's next build publishes: taken and incremented at each build
     start, so a revision a faulted or canceled build was given is never given again."""
     confidence: Mapped[float] = mapped_column(Float, default=0.0)
     corpus_size: Mapped[int] = mapped_column(Integer, default=0)
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
+
+    @property
+    def drafts_revision(self) -> int:
+        """The model revision the engine's pretranslations (and word alignments) belong to."""
+        return self.pretranslated_revision or self.model_revision
 
     @property
     def current_revision(self) -> ModelRevision:

@@ -1,7 +1,10 @@
-"""Engines' `model_learns`: whether the current revision learns trained pairs (created 2026-12-06).
+"""Engines that learn confirmed verses (created 2026-12-06).
 
-An nmt revision that reads fuzzy matches learns each confirmed pair, as smt-transfer models do;
-the API service pushes pairs to the nodes holding it. Existing revisions are plain (false).
+- `model_learns`: whether the current revision learns trained pairs. An nmt revision that reads
+  fuzzy matches learns each confirmed pair, as smt-transfer models do; the API service pushes
+  pairs to the nodes holding it. Existing revisions are plain (false).
+- `pretranslated_revision`: the revision whose build made the engine's pretranslations; a
+  micro-build makes none and leaves it. Null (existing engines): the current revision.
 """
 
 from collections.abc import Sequence
@@ -19,7 +22,9 @@ def upgrade() -> None:
     op.add_column(
         "engines", sa.Column("model_learns", sa.Boolean(), server_default=sa.false(), nullable=False)
     )
+    op.add_column("engines", sa.Column("pretranslated_revision", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("engines", "pretranslated_revision")
     op.drop_column("engines", "model_learns")
