@@ -6,7 +6,8 @@ The API service starts it (`serval_api/service/micro_builds.py`) with `options.m
 revision it continues (`parentRevision`), how many of the build's pairs are new (`newPairs`: the
 export writes the engine's train-segment pairs last, oldest first) and how many other pairs to
 replay per new one (`replay`, at least `MIN_REPLAY` in all). It starts from the parent's
-training checkpoint with the parent's hyperparameters, except `maxSteps`, which the service sets.
+training checkpoint with the parent's hyperparameters, except the steps: `PASSES` passes over its
+pairs, at most `maxSteps` (which the service sets).
 It scores nothing (the engine's confidence stays the parent's held-out chrF) and pretranslates
 nothing.
 """
@@ -14,6 +15,7 @@ nothing.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -34,6 +36,10 @@ from serval_common.store import ModelStore
 
 log = logging.getLogger(__name__)
 
+PASSES = 2
+"""Times a micro-build goes over its pairs (new and replayed): more, with a handful of new pairs,
+overfits them; its steps are at most `maxSteps` (`learning.micro_build_steps`)."""
+MIN_STEPS = 4
 MIN_REPLAY = 16
 """Replayed pairs at least, when the engine has them: a handful of new pairs alone would pull a
 few dozen steps' worth of weights towards themselves."""
@@ -91,7 +97,11 @@ def micro_build_model(
     )
     matches = match_targets(memory, [source for source, _ in train], other_than_itself=True)
     values = parent.hyperparameters.values.given() if parent.hyperparameters is not None else {}
-    tuned = options.model_copy(update={**values, "max_steps": options.max_steps})
+    steps = min(
+        options.max_steps,
+        max(MIN_STEPS, math.ceil(PASSES * len(train) / values.get("batch_size", options.batch_size))),
+    )
+    tuned = options.model_copy(update={**values, "max_steps": steps})
     span = TRAIN_END - TRAIN_START
 
     def on_step(step: int, total: int, loss: float, lr: float) -> None:

@@ -566,7 +566,8 @@ class LearningSettings(BaseModel):
         default=40,
         ge=1,
         le=10_000,
-        description="Optimizer steps of a micro-build's fine-tune (its `maxSteps`).",
+        description="Optimizer steps of a micro-build's fine-tune at most (its `maxSteps`); it makes two passes "
+        "over its new and replayed pairs, fewer steps when they are few.",
     )
     micro_build_replay: int = Field(
         default=4,
