@@ -70,6 +70,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -282,8 +283,10 @@ def step(walk: Walk, verse: Verse) -> None:
             for completion in (False, True)
         ]
         before = answered(walk, engine.translate, verse.probe).translation
+        confirmed_at = None
         if walk.variant.confirms:
             answered(walk, engine.train_segment, source, reference, True)
+            confirmed_at = datetime.now(UTC).isoformat()
         after = answered(walk, engine.translate, verse.probe).translation
     except httpx.HTTPError as exc:
         detail = (
@@ -309,6 +312,7 @@ def step(walk: Walk, verse: Verse) -> None:
             "probe": verse.probe,
             "probe_before": before,
             "probe_after": after,
+            "confirmed_at": confirmed_at,
         }
     )
 
@@ -412,6 +416,25 @@ def variant_figures(walk: Walk, references: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def micro_build_seconds(records: list[dict[str, Any]], state: dict[str, Any]) -> list[float]:
+    """For each completed micro-build, the seconds from the confirmed pair that started it (the
+    last one confirmed before the build was created) to the build reading Completed, which is when
+    the new revision serves (a build completes once the nodes serving the engine loaded it)."""
+    confirmed = sorted(datetime.fromisoformat(r["confirmed_at"]) for r in records if r.get("confirmed_at"))
+    out = []
+    for build in state.get("after", {}).get("builds", []):
+        if not (
+            build["micro_build"] and build["state"] == "Completed" and build["created"] and build["finished"]
+        ):
+            continue
+        created = datetime.fromisoformat(build["created"].replace("Z", "+00:00"))
+        finished = datetime.fromisoformat(build["finished"].replace("Z", "+00:00"))
+        before = [c for c in confirmed if c <= created]
+        if before:
+            out.append((finished - before[-1]).total_seconds())
+    return out
+
+
 def compare(variant: dict[str, Any], baseline: dict[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
     """`variant`'s figures less `baseline`'s: whole walk, near and far verses, and the mean and
     standard deviation over chapters of the per-chapter differences (chapters both walked)."""
@@ -497,6 +520,8 @@ def engine_state(rest: processes.RestClient, engine_id: str) -> dict[str, Any]:
                 "state": b.get("state"),
                 "micro_build": bool((b.get("options") or {}).get("microBuild")),
                 "message": b.get("message"),
+                "created": b.get("dateCreated"),
+                "finished": b.get("dateFinished"),
             }
             for b in builds
         ],
@@ -583,6 +608,10 @@ def print_report(report: dict[str, Any]) -> None:
         value = of.get(f"{k} / {COST_BASELINES.get(k)}")
         return "" if value is None else f"×{value:.2f}"
 
+    def micro_cell(k: str, key: str) -> str:
+        section = figures[k].get("micro_build_seconds")
+        return "" if not section else f"{section[key] / 1000:.1f}"
+
     def builds_cell(k: str) -> str:
         state = states.get(figures[k]["engine"])
         if state is None or "after" not in state or not figures[k]["confirms"]:
@@ -632,6 +661,8 @@ def print_report(report: dict[str, Any]) -> None:
             lambda k: spread_cell(versus_smt[k]["over_chapters"], 100, sign=True) if k in versus_smt else "",
         ),
         ("micro-builds in the walk, model revision", builds_cell),
+        ("micro-build: pair → revision serving, median (s)", lambda k: micro_cell(k, "median_ms")),
+        ("micro-build: pair → revision serving, max (s)", lambda k: micro_cell(k, "max_ms")),
         ("retries (409/503)", lambda k: str(figures[k]["retries"])),
         ("walk (s)", lambda k: f"{figures[k]['walk_seconds']:.0f}"),
     ]
@@ -767,6 +798,10 @@ def main() -> None:
                 if w.variant.confirms:
                     engine_states[w.variant.engine]["after"] = engine_state(rest, w.engine.engine_id)
             figures = {w.variant.key: variant_figures(w, references) for w in walks}
+            for w in walks:
+                if w.variant.confirms and w.variant.engine in engine_states:
+                    waits = micro_build_seconds(w.records, engine_states[w.variant.engine])
+                    figures[w.variant.key]["micro_build_seconds"] = summary(waits) if waits else None
         finally:
             for w in walks:
                 w.engine.close()
