@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import UPDATE_ENGINES, Caller
@@ -45,7 +45,7 @@ MICRO_BUILDS = "microBuilds"
 """The build option that turns micro-builds off for the revision it makes (`false`)."""
 NAME = "micro-build"
 SWEEP_LIMIT = 500
-"""Engines looked at per sweep (those that learn and are not building)."""
+"""Engines looked at per sweep (those with a pair old enough that no build trained on)."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,36 @@ def check_soon(services: Services, engine_id: str) -> None:
     task.add_done_callback(_pending.discard)
 
 
+def _aged_query(learning: LearningSettings, now: datetime) -> Select[str]:
+    """Engines that learn, are not building, and have a pair older than `micro_build_after_s` that
+    their current revision's build did not train on: the candidates of a sweep (`due` decides)."""
+    cutoff = now - timedelta(seconds=learning.micro_build_after_s)
+    untrained = (
+        select(TrainSegment.id)
+        .join(
+            Build,
+            (Build.engine_id == TrainSegment.engine_id)
+            & (Build.target_model_revision == Engine.model_revision)
+            & (Build.state == BuildState.COMPLETED.value),
+        )
+        .where(
+            TrainSegment.engine_id == Engine.id,
+            TrainSegment.id > func.coalesce(Build.train_segments_through, 0),
+            TrainSegment.created_at <= cutoff,
+        )
+    )
+    return (
+        select(Engine.id)
+        .where(
+            Engine.model_learns,
+            Engine.type.in_(names(where=lambda f: f.micro_builds)),
+            Engine.is_building.is_(False),
+            untrained.exists(),
+        )
+        .limit(SWEEP_LIMIT)
+    )
+
+
 async def sweep_forever(services: Services) -> None:
     """Every `learning.micro_build_check_s`: start the micro-builds that came due by age."""
     learning = services.settings.learning
@@ -173,17 +203,7 @@ async def sweep_forever(services: Services) -> None:
             continue
         try:
             async with services.db.session() as s:
-                engine_ids = (
-                    await s.scalars(
-                        select(Engine.id)
-                        .where(
-                            Engine.model_learns,
-                            Engine.type.in_(names(where=lambda f: f.micro_builds)),
-                            Engine.is_building.is_(False),
-                        )
-                        .limit(SWEEP_LIMIT)
-                    )
-                ).all()
+                engine_ids = (await s.scalars(_aged_query(learning, utcnow()))).all()
             for engine_id in engine_ids:
                 await start_if_due(services, engine_id)
         except asyncio.CancelledError:
