@@ -30,7 +30,7 @@ from build_jobs.publish import HF_SUBFOLDER, checkpoint_max_positions
 from build_jobs.train_build import TRAIN_END, TRAIN_START, TrainedModel
 from serval_common.build_options import BuildOptions, MicroBuild
 from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
-from serval_common.manifest import ManifestError, fetch_folder
+from serval_common.manifest import Manifest, ManifestError, fetch_folder
 from serval_common.model_revision import ModelRevision
 from serval_common.store import ModelStore
 
@@ -72,8 +72,9 @@ def micro_build_model(
     phase: Callable[[float, str], None] | None = None,
     on_train_step: Progress | None = None,
     should_cancel: ShouldCancel | None = None,
-) -> TrainedModel:
-    """Fine-tune the parent revision in `work` (a folder the caller owns) and describe the result."""
+) -> tuple[TrainedModel, Manifest]:
+    """Fine-tune the parent revision in `work` (a folder the caller owns); the result, and the
+    parent's manifest (whose held-out scores stay the engine's confidence)."""
 
     def report(fraction: float, message: str) -> None:
         log.info("build phase", extra={"build_id": build_id, "progress": fraction, "detail": message})
@@ -156,7 +157,7 @@ def micro_build_model(
             },
         }
     )
-    return TrainedModel(
+    trained = TrainedModel(
         manifest=manifest,
         ct2_dir=ct2_dir,
         hf_dir=out_hf,
@@ -165,3 +166,4 @@ def micro_build_model(
         steps=result.steps,
         seconds=time.monotonic() - started,
     )
+    return trained, parent

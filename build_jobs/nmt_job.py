@@ -94,11 +94,10 @@ class NmtBuildJob(FamilyBuildJob):
     def _micro_build(self, work: Path) -> Prepared:
         """Continue the engine's revision on the pairs confirmed since it (docs/learning.md)."""
         from build_jobs.micro_build import micro_build_model
-        from serval_common.manifest import read_manifest
 
         micro, progress, args = self.options.micro_build, self.progress, self.args
         assert micro is not None
-        trained = micro_build_model(
+        trained, parent = micro_build_model(
             self.store,
             engine_id=args.engine_id,
             revision=args.revision,
@@ -112,7 +111,6 @@ class NmtBuildJob(FamilyBuildJob):
             on_train_step=progress.train_step,
             should_cancel=progress.should_cancel,
         )
-        parent = read_manifest(self.store, f"models/{args.engine_id}/{micro.parent_revision}")
         training = trained.manifest.training
         built = Built(
             corpus_size=trained.train_pairs,

@@ -28,6 +28,9 @@ from serval_common.store.base import check_key, relative_path_problem
 
 MANIFEST = "manifest.json"
 
+InputFormat = Literal["plain", "fuzzy-match"]
+"""What a revision's model reads (`Manifest.input_format`)."""
+
 
 MAX_FILE_PATH_BYTES = 512
 
@@ -80,7 +83,7 @@ class Manifest(BaseModel):
         default=None, description="the model's position limit: longest input and output in tokens"
     )
     files: list[ManifestFile] = Field(default_factory=list)
-    input_format: Literal["plain", "fuzzy-match"] = Field(
+    input_format: InputFormat = Field(
         default="plain",
         description="What the model reads: `plain` sources, or (`fuzzy-match`) each source with the target "
         "of its best match in the revision's translation memory (serval_common.fuzzy_memory), which the "

@@ -14,16 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import ctranslate2
 import httpx
 import pytest
 
-from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
-from serval_common.manifest import Manifest, publish_folder
 from serval_common.store import ModelStore
 from tests.api.conftest import RunningApi, create_engine
 from tests.e2e.nodes import Node, admin_nodes, translate
+from tests.e2e.test_hot_swap import publish_and_complete
 from tests.helpers import verse_pairs, wait_until
 
 CONFIRMED = (
@@ -42,37 +40,15 @@ def node(api: RunningApi, store: ModelStore, node_token: str, tmp_path: Path) ->
         started.stop()
 
 
-def built(
-    api: RunningApi, client: httpx.Client, store: ModelStore, model: Path, folder: Path, *, fuzzy: bool
-) -> dict[str, Any]:
+def built(api: RunningApi, client: httpx.Client, model: Path, folder: Path, *, fuzzy: bool) -> dict[str, Any]:
     """An nmt engine whose build published `model`'s weights as its revision, with a memory of a
     few New Testament verses when `fuzzy`, and completed."""
     engine = create_engine(client)
-    assert client.post(f"/translation/engines/{engine['id']}/builds", json={}).status_code == 201
-    spec = api.launcher.specs[-1]
     shutil.copytree(model, folder)
     if fuzzy:
         sources, targets = verse_pairs("engwebp", "swh1850", 40)
         TranslationMemory(zip(sources, targets, strict=True)).write(folder / MEMORY_FILE)
-    manifest = Manifest(
-        kind="model-revision",
-        engine_id=engine["id"],
-        revision=spec.revision,
-        build_id=spec.build_id,
-        source_language="eng_Latn",
-        target_language="swh_Latn",
-        ctranslate2_version=ctranslate2.__version__,
-        quantization="int8",
-        input_format=FUZZY_MATCH_INPUT if fuzzy else "plain",
-    )
-    publish_folder(store, f"models/{engine['id']}/{spec.revision}", folder, manifest)
-    job = platform_pb2_grpc.TranslationPlatformApiStub(api.channel)
-    metadata = (("authorization", f"Bearer {spec.job_token}"),)
-    job.BuildStarted(platform_pb2.BuildStartedRequest(build_id=spec.build_id), metadata=metadata)
-    job.BuildCompleted(
-        platform_pb2.BuildCompletedRequest(build_id=spec.build_id, corpus_size=40, confidence=50.0),
-        metadata=metadata,
-    )
+    publish_and_complete(api, client, engine["id"], folder, FUZZY_MATCH_INPUT if fuzzy else "plain")
     return engine
 
 
@@ -93,9 +69,9 @@ def test_a_confirmed_verse_changes_the_next_translation_of_a_similar_one_on_its_
     api: RunningApi, store: ModelStore, node: Node, node_token: str, tiny_ct2_model: Path, tmp_path: Path
 ) -> None:
     with api.client("owner-a") as a, api.client("owner-b") as b:
-        learning = built(api, a, store, tiny_ct2_model, tmp_path / "a-fuzzy", fuzzy=True)
-        plain = built(api, a, store, tiny_ct2_model, tmp_path / "a-plain", fuzzy=False)
-        other = built(api, b, store, tiny_ct2_model, tmp_path / "b-fuzzy", fuzzy=True)
+        learning = built(api, a, tiny_ct2_model, tmp_path / "a-fuzzy", fuzzy=True)
+        plain = built(api, a, tiny_ct2_model, tmp_path / "a-plain", fuzzy=False)
+        other = built(api, b, tiny_ct2_model, tmp_path / "b-fuzzy", fuzzy=True)
         before = {
             e["id"]: translation(c, e["id"], SIMILAR) for c, e in ((a, learning), (a, plain), (b, other))
         }

@@ -17,7 +17,7 @@ from build_jobs.base_model import make_tiny_base_model
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.service.keys import create_node_token
 from serval_cli import processes
-from serval_common.manifest import Manifest, publish_folder
+from serval_common.manifest import InputFormat, Manifest, publish_folder
 from serval_common.store import open_store
 from tests.api.conftest import RunningApi, create_engine
 from tests.e2e.test_translate_path import VERSE, direct_translation
@@ -34,7 +34,15 @@ def second_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def publish_and_complete(api: RunningApi, client: httpx.Client, engine_id: str, model_dir: Path) -> int:
+def publish_and_complete(
+    api: RunningApi,
+    client: httpx.Client,
+    engine_id: str,
+    model_dir: Path,
+    input_format: InputFormat = "plain",
+) -> int:
+    """Start a build and play its job: publish `model_dir` as the engine's revision (reading
+    `input_format`), report it completed; the revision."""
     assert client.post(f"/translation/engines/{engine_id}/builds", json={}).status_code == 201
     spec = api.launcher.specs[-1]
     manifest = Manifest(
@@ -46,6 +54,7 @@ def publish_and_complete(api: RunningApi, client: httpx.Client, engine_id: str, 
         target_language="swh_Latn",
         ctranslate2_version=ctranslate2.__version__,
         quantization="int8",
+        input_format=input_format,
     )
     store = open_store((api.service.settings.home / "store").resolve().as_uri())
     publish_folder(store, f"models/{engine_id}/{spec.revision}", model_dir, manifest)
