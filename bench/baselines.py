@@ -18,8 +18,8 @@ import ctranslate2
 
 from bench.report import Measurement
 from bench.workload import TARGET_CODE, Workload
-from inference_gpu.backends.base import TranslateRequest
-from inference_gpu.backends.ctranslate2 import CTranslate2Backend, resolve_device
+from inference_gpu.families.nmt.backends.base import TranslateRequest
+from inference_gpu.families.nmt.backends.ctranslate2 import CTranslate2Backend, resolve_device
 
 
 def _backend(workload: Workload) -> CTranslate2Backend:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from build_jobs.finetune import finetune
+from build_jobs.nmt.finetune import finetune
 from serval_cli import processes
 from serval_cli.bootstrap import create_credentials
 from serval_cli.build_watch import engine_path

@@ -92,7 +92,7 @@ from bench.interactive import (
 )
 from serval_cli import processes
 from serval_cli.interactive import ServalInteractiveEngine
-from serval_common.build_options import BuildOptions
+from serval_common.build_options import NmtBuildOptions
 from serval_common.fuzzy_memory import TranslationMemory
 from tests.corpus import EBIBLE
 
@@ -149,7 +149,7 @@ GAIN_METRICS = (
 
 
 def fuzzy_matches_in_service() -> bool:
-    return any(f.alias == "fuzzyMatches" for f in BuildOptions.model_fields.values())
+    return any(f.alias == "fuzzyMatches" for f in NmtBuildOptions.model_fields.values())
 
 
 def micro_builds_in_service() -> bool:

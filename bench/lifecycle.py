@@ -19,7 +19,7 @@ import boto3
 from bench.clients import RestClient
 from bench.system import System
 from bench.workload import Workload
-from inference_gpu.families.nmt import NmtModel
+from inference_gpu.families.nmt.model import NmtModel
 from serval_cli.processes import free_port
 from serval_common.manifest import MANIFEST, TRAINING_CHECKPOINT, fetch_folder, publish_folder, read_manifest
 from serval_common.settings import Settings, StoreSettings

@@ -26,13 +26,13 @@ from rich.table import Table
 
 from bench import pinning
 from bench.workload import SOURCE_CODE, TARGET_CODE, verses
-from inference_gpu.backends.base import Hypothesis, TranslateRequest
-from inference_gpu.backends.ctranslate2 import CTranslate2Backend
 from inference_gpu.batcher import MicroBatcher
-from inference_gpu.nllb import EncodedSource, NllbTokenizer
-from inference_gpu.results import build_result, word_alignment
+from inference_gpu.families.nmt.backends.base import Hypothesis, TranslateRequest
+from inference_gpu.families.nmt.backends.ctranslate2 import CTranslate2Backend
+from inference_gpu.families.nmt.results import build_result, word_alignment
 from serval_cli.demo import BASE_MODEL, ensure_base_model
 from serval_common.manifest import fetch_folder
+from serval_common.nllb_tokenizer import EncodedSource, NllbTokenizer
 from serval_common.settings import NodeSettings, Settings
 from serval_common.store import store_from_settings
 

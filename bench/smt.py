@@ -11,7 +11,7 @@ out, the rest train the model exactly as a build does (`build_jobs.smt.train.tra
 the first word (the truecaser alone leaves it lowercase). `measure` pins itself to one CPU and,
 on the held-out verses, times translate, the word graph as sil-machine's `ThotSmtModel` returns it
 with the folder's search limits (the baseline: unpruned) beside the node's word graph
-(`inference_gpu.families.smt_engine`: its search limits, then pruned), and train-segment. `sweep` shows
+(`inference_gpu.families.smt.engine`: its search limits, then pruned), and train-segment. `sweep` shows
 how Thot's search limits move word-graph time and translation chrF. Figures go to stdout and
 `bench/results/smt-*.json`.
 """
@@ -79,7 +79,7 @@ def train(out: Path, evaluations: int) -> None:
 
 
 def measure(model: Path, cpu: int | None, verses: int) -> None:
-    from inference_gpu.families.smt_engine import SmtEngine
+    from inference_gpu.families.smt.engine import SmtEngine
 
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})

@@ -42,7 +42,7 @@ from rich.table import Table
 
 from bench.system import System, running_system
 from serval_api.auth import ALL_SCOPES, KeyLimits
-from serval_api.db.models import ApiKey
+from serval_api.db.models import ApiKeyRow
 from serval_api.service.keys import create_api_key, set_api_key_limits
 from serval_cli.admin import with_db
 from serval_common.settings import NodeSettings, Settings
@@ -63,7 +63,7 @@ B_SENTENCE = "For God so loved the world, that he gave his only Son."
 OWNERS = ("tenant-a", "tenant-b")
 
 
-async def new_key(db: Any, owner: str) -> tuple[ApiKey, str]:
+async def new_key(db: Any, owner: str) -> tuple[ApiKeyRow, str]:
     return await create_api_key(db, owner, ALL_SCOPES)
 
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference_gpu.nllb import NllbTokenizer
+from serval_common.nllb_tokenizer import NllbTokenizer
 from serval_common.settings import NodeSettings
 from tests.corpus import EBIBLE
 

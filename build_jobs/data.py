@@ -1,11 +1,17 @@
-"""The build's parallel corpus: read from the store, checked, split into training and held-out pairs."""
+"""The build's parallel corpus: read from the store, checked, split into training and held-out pairs;
+and the segments it pretranslates (`read_source_rows`), the rows every family's job translates."""
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from serval_common.store import ModelStore
+
+Row = dict[str, Any]
+"""One pretranslation row as the API service exports it (`translation` the MT output once written)."""
 
 
 class CorpusError(ValueError):
@@ -70,3 +76,22 @@ def _lines(data: bytes) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line.rstrip("\r") for line in lines]
+
+
+def source_key(build_id: str) -> str:
+    return f"builds/{build_id}/pretranslate.src.json"
+
+
+def target_key(build_id: str) -> str:
+    return f"builds/{build_id}/pretranslate.trg.json"
+
+
+def read_source_rows(store: ModelStore, build_id: str) -> list[Row]:
+    """The exported rows; none when the build pretranslates nothing (no file)."""
+    key = source_key(build_id)
+    if not store.exists(key):
+        return []
+    rows = json.loads(store.read_bytes(key) or b"[]")
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"{key} is not a JSON list of rows")
+    return rows

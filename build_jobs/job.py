@@ -28,8 +28,7 @@ from contextlib import contextmanager
 import grpc
 
 from build_jobs.clearml_task import ClearMLTask
-from build_jobs.finetune import Canceled
-from build_jobs.progress import BuildProgress
+from build_jobs.progress import BuildProgress, Canceled
 from build_jobs.report import PlatformReporter, RetryPolicy
 from build_jobs.template import Built, job_class
 from serval.translation.v1 import platform_pb2

@@ -10,13 +10,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from build_jobs.finetune import Canceled
 from build_jobs.report import Phase, PlatformReporter, Stage
 
 if TYPE_CHECKING:
     from build_jobs.clearml_task import ClearMLTask
 
 log = logging.getLogger(__name__)
+
+
+class Canceled(Exception):
+    """The build was canceled; nothing is published."""
 
 
 class BuildProgress:

@@ -32,7 +32,7 @@
 #
 # PyTorch: torch is installed only as torch==2.13.0 (the `jobs` extra's pin), from
 # TORCH_INDEX_URL. The default is PyTorch's CPU index (2.13.0+cpu, a few hundred MB): fine-tuning
-# (build_jobs/finetune.py) then runs on the CPU, while pretranslation with CTranslate2 (device
+# (build_jobs/nmt/finetune.py) then runs on the CPU, while pretranslation with CTranslate2 (device
 # auto) uses the base image's cuBLAS. Fine-tuning moves to the GPU whenever PyTorch sees one, so
 # for GPU training build with --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 # (or https://pypi.org/simple: PyPI's Linux torch wheels are CUDA builds that bring their own

@@ -16,11 +16,14 @@ import logging
 import os
 import resource
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from inference_gpu.backends import Hypothesis, TranslateRequest
 from serval_common.core import WorkClass
+
+if TYPE_CHECKING:
+    from inference_gpu.families.nmt.backends import Hypothesis, TranslateRequest
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,11 @@ answered with a `WorkResult` on the node session it came by; with the work in fl
 against the node's slots, held against unloading, and cancellable.
 
 A draining node refuses work, and work past its deadline is dropped unrun. A failure is answered
-with the error code the API service maps to its clients: what the family lacks UNIMPLEMENTED, bad
-input INVALID_ARGUMENT, a model that cannot be had MODEL_UNAVAILABLE, anything else INTERNAL with
-an error reference in the log; messages never carry this node's store URLs, paths or credentials.
+with the error code the API service maps to its clients: a `WorkFailure` with its own (what the
+family lacks UNIMPLEMENTED, the client's bad input INVALID_ARGUMENT, a model that cannot be had
+MODEL_UNAVAILABLE, as a manifest or store error is too), anything else, a `ValueError` from the
+node's own code included, INTERNAL with an error reference and the traceback in the log; messages
+never carry this node's store URLs, paths or credentials.
 
 It stands apart from `inference_gpu.node` (which wires the node together and routes the API
 service's messages) and from `inference_gpu.api_link` (the transport) because it is what the node
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from inference_gpu.api_link import ApiLink
-from inference_gpu.families import InputTooLong, ServedModel, Unsupported
+from inference_gpu.families import BadInput, ModelUnavailable, ServedModel, WorkFailure
 from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2
@@ -113,13 +115,11 @@ class WorkRunner:
                 )
             model = await self.models.get(item.model)
             return await _run_operation(model, item)
-        except Unsupported as exc:
-            return _error(item, node_pb2.WORK_ERROR_CODE_UNIMPLEMENTED, str(exc))
-        except (InputTooLong, ValueError) as exc:
-            return _error(item, node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT, self._shown(exc))
-        except (ManifestError, StoreError) as exc:
-            log.warning("model unavailable for work", extra={**extra, "error": str(exc)})
-            return _error(item, node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE, self._shown(exc))
+        except (WorkFailure, ManifestError, StoreError) as exc:
+            code = exc.code if isinstance(exc, WorkFailure) else ModelUnavailable.code
+            if code == ModelUnavailable.code:
+                log.warning("model unavailable for work", extra={**extra, "error": str(exc)})
+            return _error(item, code, self._shown(exc))
         except Exception as exc:
             message = error_reference("the inference node failed", exc, log, extra)
             return _error(item, node_pb2.WORK_ERROR_CODE_INTERNAL, message)
@@ -165,11 +165,11 @@ async def _run_operation(model: ServedModel, item: node_pb2.WorkItem) -> node_pb
                 translate=node_pb2.TranslateOutput(results=[result_to_wire(r) for r in results]),
             )
         case other:
-            raise ValueError(f"unknown operation {other!r}")
+            raise BadInput(f"unknown operation {other!r}")
 
 
-def _error(item: node_pb2.WorkItem, code: int, message: str) -> node_pb2.WorkResult:
+def _error(item: node_pb2.WorkItem, code: node_pb2.WorkErrorCode, message: str) -> node_pb2.WorkResult:
     return node_pb2.WorkResult(
         request_id=item.request_id,
-        error=node_pb2.WorkError(code=code, message=message),  # type: ignore[arg-type]
+        error=node_pb2.WorkError(code=code, message=message),
     )

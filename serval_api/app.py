@@ -23,8 +23,6 @@ from serval.word_alignment.v1 import engine_pb2_grpc as word_alignment_engine_pb
 from serval.word_alignment.v1 import platform_pb2_grpc as word_alignment_platform_pb2_grpc
 from serval_api.builds.echo import EchoLauncher
 from serval_api.builds.factory import launcher_from_settings
-from serval_api.builds.launcher import JobLauncher
-from serval_api.builds.recovery import recover_builds
 from serval_api.db.database import Database
 from serval_api.db.nodes import DatabaseNodeRecords, mark_all_nodes_gone, revoked_node_tokens
 from serval_api.grpc.admin_api import AdminApi
@@ -42,9 +40,11 @@ from serval_api.routing.learning import LearningSync
 from serval_api.routing.node_api import NodeApiServicer
 from serval_api.routing.registry import NodeRegistry
 from serval_api.service import Services, echo_builds, micro_builds, platform, train_segments
+from serval_api.service.build_recovery import recover_builds
 from serval_api.service.changes import NODE_TOKENS
 from serval_api.service.context import LONG_POLL_MAX_S
 from serval_api.service.keys import verify_node_token
+from serval_api.service.launcher import JobLauncher
 from serval_api.service.store_sweep import sweep_forever
 from serval_api.webhooks.delivery import DeliveryWorker
 from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES

@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serval_api.db.database import Database
-from serval_api.db.models import Build, BuildState, DeliveryState, WebhookDelivery
+from serval_api.db.models import BuildRow, BuildState, DeliveryState, WebhookDeliveryRow
 from serval_common.core import WorkClass
 
 UNMATCHED_ROUTE = "unmatched"
@@ -171,11 +171,11 @@ class ApiMetrics:
         if self._db is None:
             return generate_latest(self.registry)
         async with self._db.session() as s:
-            rows = (await s.execute(select(Build.state, func.count()).group_by(Build.state))).all()
+            rows = (await s.execute(select(BuildRow.state, func.count()).group_by(BuildRow.state))).all()
             backlog = await s.scalar(
                 select(func.count())
-                .select_from(WebhookDelivery)
-                .where(WebhookDelivery.state == DeliveryState.PENDING.value)
+                .select_from(WebhookDeliveryRow)
+                .where(WebhookDeliveryRow.state == DeliveryState.PENDING.value)
             )
         counts = {str(state): int(n) for state, n in rows}
         for state in BuildState:

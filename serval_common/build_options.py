@@ -10,7 +10,7 @@ so that a misspelt option still shows.
 The training hyperparameters (`TRAINING_KEYS`) are not the code's to decide: a fine-tune takes each
 from the build's options, else the deployment's settings (`jobs.*`), else the base model's manifest
 (`training_defaults`), else the default written here, which suits a real NLLB-200 checkpoint
-(`BuildOptions.training`). The tiny demo model's manifest carries its own, faster rate."""
+(`NmtBuildOptions.training`). The tiny demo model's manifest carries its own, faster rate."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ class JobOptions(BaseModel):
 
 
 MICRO_BUILD_OPTION = "microBuild"
-"""The build option the API service sets on the micro-builds it starts (`BuildOptions.micro_build`)."""
+"""The build option the API service sets on the micro-builds it starts (`NmtBuildOptions.micro_build`)."""
 
 
 def is_micro_build(options: dict[str, Any] | None) -> bool:
@@ -182,7 +182,7 @@ class MicroBuild(BaseModel):
     replay: int = Field(default=4, ge=0, le=100)
 
 
-class BuildOptions(JobOptions):
+class NmtBuildOptions(JobOptions):
     """The options of `nmt` (and `echo`) builds."""
 
     base_model: str | None = Field(

@@ -130,7 +130,7 @@ class Manifest(BaseModel):
         """Whether train-segment changes what the revision answers, so nodes replay the engine's
         pairs into it and it is never shared with another engine: a family that learns
         (smt-transfer), or a revision that reads fuzzy matches from its memory. The one place
-        that says so: the API service records it with the revision (`Engine.model_learns`)."""
+        that says so: the API service records it with the revision (`EngineRow.model_learns`)."""
         return self.input_format != "plain" or families.of_backend(self.backend).learns
 
     @property
@@ -252,7 +252,13 @@ class ResolvedRevision:
     @property
     def weights(self) -> str:
         """The weights identity (`serval_common.model_revision`): what a node holds once."""
-        return weights_identity(self.prefix, self.manifest, self.files_manifest)
+        return weights_identity(
+            self.prefix,
+            learns_segments=self.manifest.learns_segments,
+            backend=self.manifest.backend,
+            max_positions=self.files_manifest.max_positions,
+            files=self.files_manifest.files,
+        )
 
     def serving_files(self) -> list[ManifestFile]:
         """The files serving reads: all but the `hf/` training checkpoint."""

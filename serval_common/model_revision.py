@@ -20,13 +20,11 @@ own location.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from serval_common.names import check_base_model_name, check_id
-
-if TYPE_CHECKING:
-    from serval_common.manifest import Manifest
 
 MODELS = "models"
 """The store folder holding model revisions: `models/{engineId}/{revision}/`."""
@@ -92,13 +90,32 @@ def engine_models_prefix(engine_id: str) -> str:
     return f"{MODELS}/{check_id('engine', engine_id)}"
 
 
-def weights_identity(location: str, manifest: Manifest, files: Manifest) -> str:
-    """The weights a node loads for the revision at `location`, whose manifest is `manifest` and
-    whose files `files` lists (the `weights_from` folder's manifest, or `manifest` itself)."""
-    if manifest.learns_segments:
+class ServedFile(Protocol):
+    """A file of a model folder as its manifest lists it (`manifest.ManifestFile`)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def sha256(self) -> str: ...
+
+
+def weights_identity(
+    location: str,
+    *,
+    learns_segments: bool,
+    backend: str,
+    max_positions: int | None,
+    files: Iterable[ServedFile],
+) -> str:
+    """The weights a node loads for the revision at `location`, from what its manifest says
+    (`manifest.ResolvedRevision.weights` reads them): whether it learns segments, its backend,
+    and the position limit and files of the folder holding its weights (`weights_from`, or its own)."""
+    if learns_segments:
         return location  # a model that learns per engine (train-segment) is never shared
-    digest = hashlib.sha256(f"{manifest.backend}\n{files.max_positions or 0}\n".encode())
-    for entry in sorted(files.files, key=lambda f: f.path):
+    digest = hashlib.sha256(f"{backend}\n{max_positions or 0}\n".encode())
+    for entry in sorted(files, key=lambda f: f.path):
         if entry.path.startswith(f"{TRAINING_CHECKPOINT}/"):
             continue  # the training checkpoint is never loaded for serving
         digest.update(f"{entry.path}\0{entry.size}\0{entry.sha256}\n".encode())

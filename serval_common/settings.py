@@ -399,7 +399,7 @@ class JobSettings(BaseModel):
     clearml: ClearMLSettings = Field(default_factory=ClearMLSettings)
 
     def training_defaults(self) -> TrainingDefaults:
-        """The deployment's training defaults, as `BuildOptions.training` takes them."""
+        """The deployment's training defaults, as `NmtBuildOptions.training` takes them."""
         return TrainingDefaults.model_validate({key: getattr(self, key) for key in TRAINING_KEYS})
 
     def training_environment(self) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """sil-machine's error-correcting word-graph processor, guarded, and word graphs as sil-machine
 holds them: what both the client (`serval_cli.interactive`) and the `smt-transfer` node backend
-(`inference_gpu.families.smt_engine`, prefix-constrained translation) drive word graphs with.
+(`inference_gpu.families.smt.engine`, prefix-constrained translation) drive word graphs with.
 
 sil-machine 1.9.2's `ErrorCorrectionWordGraphProcessor` (which `InteractiveTranslator` builds)
 cannot be driven safely as it is: it gathers its hypotheses in a `queue.PriorityQueue(maxsize=1000)`
@@ -68,11 +68,8 @@ def machine_sources(names: Sequence[str], primary: TranslationSources) -> Transl
 def primary_source(engine_type: str) -> TranslationSources:
     """The sil-machine flag of an engine type's own model; `engine_type` as Serval's REST names it
     (`smt-transfer`) or as its C# enum does (`SmtTransfer`). An unknown type reads as NMT."""
-    loose = engine_type.replace("-", "").lower()
-    for family in families.families():
-        if family.name.replace("-", "") == loose:
-            return TranslationSources[family.machine_source]
-    return TranslationSources.NMT
+    family = families.of_spelling(engine_type)
+    return TranslationSources.NMT if family is None else TranslationSources[family.machine_source]
 
 
 def to_machine(

@@ -13,9 +13,9 @@ import ctranslate2
 import pytest
 from typer.testing import CliRunner
 
-from build_jobs.train_build import train_revision
+from build_jobs.nmt.train_build import train_revision
 from serval_cli.main import app
-from serval_common.build_options import BuildOptions
+from serval_common.build_options import NmtBuildOptions
 from serval_common.languages import NLLB_LANGUAGE_CODES
 from serval_common.manifest import read_manifest
 from serval_common.store import open_store
@@ -169,7 +169,7 @@ def test_a_fine_tune_works_on_the_imported_model(
         base_model="imported",
         source_language="eng_Latn",
         target_language="swh_Latn",
-        options=BuildOptions.model_validate({"maxSteps": 3, "evalShare": 0.1}),
+        options=NmtBuildOptions.model_validate({"maxSteps": 3, "evalShare": 0.1}),
     )
     assert trained.steps == 3
     manifest = read_manifest(store, "models/e1/1")

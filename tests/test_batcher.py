@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from inference_gpu.backends import Hypothesis, TranslateRequest
-from inference_gpu.backends.ctranslate2 import CTranslate2Backend
 from inference_gpu.batcher import COMPANY_PROBE_EVERY, BatcherClosed, MicroBatcher
-from inference_gpu.nllb import NllbTokenizer
+from inference_gpu.families.nmt.backends import Hypothesis, TranslateRequest
+from inference_gpu.families.nmt.backends.ctranslate2 import CTranslate2Backend
+from serval_common.nllb_tokenizer import NllbTokenizer
 from serval_common.settings import NodeSettings
 from tests.helpers import verse_pairs
 

@@ -8,6 +8,9 @@
 - the examples of docs/interactive-translation.md marked `<!-- doc-test -->` run, in order, against
   a real API service with an echo engine: the shell blocks in one bash session (real curl), the
   Python blocks in one Python process;
+- every repository path (`serval_api/service/translation.py`, `tests/…::test`) or dotted module named
+  in the docs, README.md, bench/README.md, tests/README.md and the packages' docstrings and comments
+  exists;
 - the Grafana dashboard parses, its panel ids are unique, and its queries name only metrics the
   API service and the inference node register, every one of them at least once.
 """
@@ -271,16 +274,16 @@ def test_inline_command_exists(where: str, code: str) -> None:
 
 
 def test_every_build_option_is_documented_with_its_default() -> None:
-    from serval_common.build_options import BuildOptions
+    from serval_common.build_options import NmtBuildOptions
 
     text = (DOCS / "build-options.md").read_text(encoding="utf-8")
     rows = {match.group(1): match.group(0) for match in re.finditer(r"^\| `(\w+)` \|.*$", text, re.MULTILINE)}
-    for name, field in BuildOptions.model_fields.items():
+    for name, field in NmtBuildOptions.model_fields.items():
         key = field.alias or name
         assert key in rows, f"build option {key} is not in docs/build-options.md"
         default = field.get_default(call_default_factory=True)
         assert f"`{json.dumps(default)}`" in rows[key], f"{key}: the default is {json.dumps(default)}"
-    assert set(rows) <= {field.alias or name for name, field in BuildOptions.model_fields.items()}
+    assert set(rows) <= {field.alias or name for name, field in NmtBuildOptions.model_fields.items()}
 
 
 # ---- the interactive-translation guide's examples --------------------------------------------
@@ -411,3 +414,95 @@ def test_grafana_dashboard() -> None:
             used |= {series[name] for name in names}
     unused = set(series.values()) - used
     assert not unused, f"metrics on no panel: {sorted(unused)}"
+
+
+# ---- repository paths named in the docs and in docstrings and comments ------------------------
+
+TOP_LEVEL = sorted(
+    p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and "." not in p.name
+)
+"""The repository's top-level folders (`serval_api`, `tests`, `docker`, …): a token starting with one
+of them and a `/` names a repository path."""
+PACKAGES = ["serval_common", "serval_api", "inference_gpu", "build_jobs", "serval_cli", "bench"]
+"""The project's packages (mypy's list): their docstrings and comments are checked, and dotted names
+such as `serval_api.service.translation` starting with one of them name a module."""
+PATH_SOURCES = sorted(
+    [ROOT / "README.md", ROOT / "bench" / "README.md", ROOT / "tests" / "README.md", *DOCS.glob("*.md")]
+)
+REPO_PATH = re.compile(
+    rf"(?<![\w./\-@:])(?:{'|'.join(map(re.escape, TOP_LEVEL))})/[\w.\-/*…{{}}<>]*(?:::?\w+)?"
+)
+DOTTED_MODULE = re.compile(rf"(?<![\w./\-])(?:{'|'.join(p for p in PACKAGES if p != 'bench')})(?:\.\w+)+")
+"""`bench.` is left out: benchmarks name gRPC services such as `bench.Echo`, and no docs name their modules."""
+OUTPUTS = tuple(
+    line.strip()
+    for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    if line.strip().endswith("/") and "/" in line.strip()[:-1]
+)
+"""Ignored folders such as `bench/results/`: what is named in them is written by a run, not kept."""
+MADE_BY_USERS = {"deploy/.env"}
+"""Files the docs tell the reader to create (`cp deploy/serval.env.example deploy/.env`)."""
+
+
+def _path_exists(token: str) -> bool:
+    """Whether a path token names something in the repository: `a/b.py`, `a/b.py:symbol` or
+    `a/b.py::test` (the file), `a/b/` (a folder), `a/*.py` (a glob matching something), `a/b/…`
+    or `a/{id}/x` (the part before the placeholder)."""
+    path = re.sub(r"::?\w+$", "", token).rstrip(".")
+    if f"{path.rstrip('/')}/".startswith(OUTPUTS) or path in MADE_BY_USERS:
+        return True
+    for cut in ("…", "...", "{", "<"):
+        if cut in path:
+            path = path[: path.index(cut)].rpartition("/")[0]
+    if "*" in path:
+        return any(ROOT.glob(path.rstrip("/")))
+    return (ROOT / path).exists()
+
+
+def _module_exists(dotted: str) -> bool:
+    """Whether a dotted name resolves: its longest prefix that is a module or package, and the next
+    name after it (an attribute, a class, a function) named in that module's source."""
+    parts = dotted.rstrip(".").split(".")
+    for end in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:end])
+        for source in (base.with_suffix(".py"), base / "__init__.py"):
+            if source.is_file():
+                rest = parts[end:]
+                return (
+                    not rest or re.search(rf"\b{re.escape(rest[0])}\b", source.read_text("utf-8")) is not None
+                )
+        if base.is_dir():
+            return end == len(parts)
+    return False
+
+
+DOCSTRING_OR_COMMENT = re.compile(r'"""(.*?)"""|#([^\n]*)', re.DOTALL)
+
+
+def docstrings_and_comments(path: Path) -> str:
+    """A Python file's triple-quoted strings (its docstrings) and comments, one a line: a regex
+    rather than `ast` and `tokenize`, which take seconds over every package."""
+    source = path.read_text(encoding="utf-8")
+    return "\n".join(doc or comment for doc, comment in DOCSTRING_OR_COMMENT.findall(source))
+
+
+def missing_paths() -> list[str]:
+    texts = [(_id(path), path.read_text(encoding="utf-8")) for path in PATH_SOURCES if path.exists()]
+    texts += [
+        (_id(path), docstrings_and_comments(path))
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    ]
+    missing = []
+    for where, text in texts:
+        missing += [f"{where}: {token}" for token in REPO_PATH.findall(text) if not _path_exists(token)]
+        missing += [f"{where}: {name}" for name in DOTTED_MODULE.findall(text) if not _module_exists(name)]
+    return sorted(set(missing))
+
+
+def test_named_repository_paths_exist() -> None:
+    """Every repository path (`serval_api/service/translation.py`, `tests/…::test`, `docker/…`) and
+    dotted module (`serval_api.service.translation`) named in the docs or in the packages' docstrings
+    and comments exists: a module that moves takes its mentions along."""
+    missing = missing_paths()
+    assert not missing, "named but not in the repository:\n" + "\n".join(missing)

@@ -18,14 +18,14 @@ from typing import Any, cast
 
 import pytest
 
-from inference_gpu.backends import TranslateRequest
 from inference_gpu.batcher import BatchCosts, MicroBatcher
 from inference_gpu.fair_queue import FairQueue, weight_of
+from inference_gpu.families.nmt.backends import TranslateRequest
 from inference_gpu.metrics import NodeMetrics
 from inference_gpu.work_runner import _run_operation
 from serval.inference.v1 import node_pb2
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Engine
+from serval_api.db.models import EngineRow
 from serval_api.routing.request_routing import work_item
 from serval_api.routing.work import Served, TranslateWork, WordGraphWork
 from serval_api.service import text_translation, translation
@@ -398,7 +398,7 @@ CALLER = Caller(owner="owner-a", scopes=frozenset({READ_ENGINES}), key_id="key-a
 
 class FakeLookups:
     async def engine(self, engine_id: str) -> EngineRecord:
-        engine = Engine(
+        engine = EngineRow(
             id=ENGINE_ID,
             owner=CALLER.owner,
             type="nmt",

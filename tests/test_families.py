@@ -17,6 +17,7 @@ from serval_api.db.models import EngineType
 from serval_common import families
 from serval_common.build_options import JobOptions
 from serval_common.families import (
+    ECHO_WORD_ALIGNMENT,
     NMT,
     SMT_TRANSFER,
     STATISTICAL,
@@ -25,7 +26,6 @@ from serval_common.families import (
     Operation,
     UnknownFamily,
 )
-from serval_common.model_revision import weights_identity
 from serval_common.word_graph_guard import primary_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,10 +83,10 @@ def test_each_family_names_its_build_job_options_and_node_model() -> None:
 
 
 def test_a_model_that_learns_per_engine_never_shares_its_weights() -> None:
-    from serval_common.manifest import Manifest
+    from serval_common.manifest import Manifest, ResolvedRevision
 
     smt = Manifest(kind="model-revision", backend=SMT_TRANSFER.backend or "")
-    assert weights_identity("models/a/1", smt, smt) == "models/a/1"
+    assert ResolvedRevision("models/a/1", smt, "models/a/1", smt).weights == "models/a/1"
 
 
 def test_primary_source_reads_the_family_by_either_spelling() -> None:
@@ -109,9 +109,9 @@ def test_a_new_family_is_one_declaration() -> None:
     answers for it like any other (here in a child process, so the suite's registry stays as is)."""
     script = """
 from serval_common import families
-from serval_common.build_options import BuildOptions
+from serval_common.build_options import NmtBuildOptions
 from serval_common.families import EngineFamily, Kind, Operation
-families.register(EngineFamily(name="llm-draft", kind=Kind.TRANSLATION, options=BuildOptions,
+families.register(EngineFamily(name="llm-draft", kind=Kind.TRANSLATION, options=NmtBuildOptions,
     job=None, backend="llm", operations=frozenset({Operation.TRANSLATE}), pretranslates=True))
 f = families.of_backend("llm")
 print(f.name, sorted(families.names(Kind.TRANSLATION)), f.answers(Operation.WORD_GRAPH))
@@ -136,5 +136,53 @@ def test_the_project_has_no_import_cycles_and_compares_no_family_names_outside_t
     )
     report = json.loads(out.stdout)
     assert report["import_cycles"] == []
+    assert report["type_only_import_cycles"] == []
+    assert report["layer_arrows"] == [], "the database and service layers import nothing above them"
+    assert report["component_imports"] == [], (
+        "the API service, the build jobs and the nodes import only serval_common of one another"
+    )
     places = [h["module"] for h in report["family_comparisons"]]
     assert places == [], "ask serval_common.families instead"
+
+
+def test_house_lists_type_only_cycles_and_arrows_that_point_the_wrong_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's own rules, on a made-up project: a cycle closed by a TYPE_CHECKING import,
+    a component importing another, and the database layer importing the routing layer."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("house", ROOT / "scripts" / "house.py")
+    assert spec is not None and spec.loader is not None
+    house = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "house", house)  # its dataclasses look their module up
+    spec.loader.exec_module(house)
+    files = {
+        "serval_common/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from serval_common import b\n",
+        "serval_common/b.py": "from serval_common import a\n",
+        "serval_api/db/nodes.py": "from serval_api.routing.session import NodeSession\nimport serval_common.a\n",
+        "serval_api/routing/session.py": "",
+        "build_jobs/evaluate.py": "from inference_gpu.nllb import codes\n",
+        "inference_gpu/nllb.py": "",
+        "serval_cli/main.py": "import serval_api.db.nodes\n",
+    }
+    found = {}
+    for relative, text in files.items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        found[relative.removesuffix(".py").replace("/", ".")] = path
+    imports = house.import_graph(found)
+    assert house.import_cycles(found, imports) == []
+    assert house.import_cycles(found, imports, typing_only=True) == [["serval_common.a", "serval_common.b"]]
+    assert house.component_imports(imports) == [house.Arrow("build_jobs.evaluate", 1, "inference_gpu.nllb")]
+    assert house.layer_arrows(imports) == [
+        house.Arrow("serval_api.db.nodes", 1, "serval_api.routing.session")
+    ]
+
+
+def test_an_engine_type_is_read_in_any_of_its_spellings() -> None:
+    for spelling in ("smt-transfer", "SmtTransfer", "smt_transfer", " SMTTRANSFER "):
+        assert families.of_spelling(spelling) is SMT_TRANSFER
+    assert families.of_spelling("EchoWordAlignment") is ECHO_WORD_ALIGNMENT
+    assert families.of_spelling("something-else") is None

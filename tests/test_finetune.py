@@ -9,15 +9,15 @@ import ctranslate2
 import pytest
 
 from build_jobs.base_model.tiny import EOS_ID, augmented_source, encode_pairs
-from build_jobs.data import Corpus, CorpusError
-from build_jobs.evaluate import NllbTranslator
-from build_jobs.finetune import Canceled
-from build_jobs.pretranslate import pretranslate_revision, source_key
-from build_jobs.train_build import TrainedRevision, retrieve_matches, train_revision
-from inference_gpu.nllb import EncodedSource
-from serval_common.build_options import BuildOptions, BuildOptionsError
+from build_jobs.data import Corpus, CorpusError, source_key
+from build_jobs.nmt.evaluation import NllbTranslator
+from build_jobs.nmt.pretranslation import pretranslate_revision
+from build_jobs.nmt.train_build import TrainedRevision, retrieve_matches, train_revision
+from build_jobs.progress import Canceled
+from serval_common.build_options import BuildOptionsError, NmtBuildOptions
 from serval_common.fuzzy_memory import MEMORY_FILE, TranslationMemory
 from serval_common.manifest import read_manifest
+from serval_common.nllb_tokenizer import EncodedSource
 from serval_common.store import ModelStore, open_store
 from tests.helpers import publish_tiny_base_model, verse_pairs
 
@@ -46,7 +46,7 @@ def train(store: ModelStore, target: str = "swh_Latn", **options: object) -> Tra
         base_model="tiny",
         source_language="eng_Latn",
         target_language=target,
-        options=BuildOptions.model_validate(options),
+        options=NmtBuildOptions.model_validate(options),
     )
 
 
@@ -233,23 +233,23 @@ def test_cancel_publishes_nothing(store: ModelStore, tmp_path: Path) -> None:
             base_model="tiny",
             source_language="eng_Latn",
             target_language="swh_Latn",
-            options=BuildOptions(),
+            options=NmtBuildOptions(),
             should_cancel=should_cancel,
         )
     assert not (tmp_path / "store" / "models").exists() or not any((tmp_path / "store" / "models").rglob("*"))
 
 
 def test_options_are_checked() -> None:
-    options = BuildOptions.parse('{"maxSteps": 60, "learningRate": 0.0005, "evalShare": 0.1}')
+    options = NmtBuildOptions.parse('{"maxSteps": 60, "learningRate": 0.0005, "evalShare": 0.1}')
     assert (options.max_steps, options.learning_rate, options.eval_share) == (60, 0.0005, 0.1)
     assert (options.batch_size, options.quantization, options.time_budget_s) == (16, "int8", 1800)
     with pytest.raises(BuildOptionsError, match="maxSteps"):
-        BuildOptions.parse('{"maxSteps": 0}')
+        NmtBuildOptions.parse('{"maxSteps": 0}')
     with pytest.raises(BuildOptionsError, match="maxSteps"):
-        BuildOptions.parse('{"maxSteps": "many"}')
+        NmtBuildOptions.parse('{"maxSteps": "many"}')
     unknown = '{"epochs": 3, "max_steps": 9, "use_key_terms": false}'
-    assert BuildOptions.parse(unknown).max_steps == 9, "a Python name is a known key too"
-    assert BuildOptions.ignored_keys(json.loads(unknown)) == ["epochs", "use_key_terms"], (
+    assert NmtBuildOptions.parse(unknown).max_steps == 9, "a Python name is a known key too"
+    assert NmtBuildOptions.ignored_keys(json.loads(unknown)) == ["epochs", "use_key_terms"], (
         "keys nmt does not take are ignored, as Serval accepts any JSON object, and named"
     )
 
@@ -268,7 +268,7 @@ def test_sigterm_is_a_cancel_request() -> None:
 
 
 def test_learning_rate_schedules() -> None:
-    from build_jobs.finetune import lr_factor
+    from build_jobs.nmt.finetune import lr_factor
 
     assert [lr_factor("constant", 0, 10)(d) for d in (0, 5, 9)] == [1.0, 1.0, 1.0]
     warm = lr_factor("linear", 4, 14)
@@ -282,7 +282,7 @@ def test_frozen_parts_keep_their_weights(store: ModelStore, tmp_path: Path) -> N
     import torch
     from transformers import M2M100ForConditionalGeneration
 
-    from build_jobs.finetune import finetune
+    from build_jobs.nmt.finetune import finetune
 
     sources, targets = verse_pairs("engwebp", "swh1850", 340)
     hf_dir = tmp_path / "store" / "base-models" / "tiny" / "hf"

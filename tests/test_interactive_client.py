@@ -27,7 +27,7 @@ from machine.translation import (
     WordGraphArc,
 )
 
-from inference_gpu.families.nmt import NmtModel
+from inference_gpu.families.nmt.model import NmtModel
 from serval_api.auth import ALL_ENGINE_SCOPES
 from serval_cli.interactive import GuardedInteractiveTranslator, ServalInteractiveEngine
 from serval_common.manifest import Manifest

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from serval_api.db.database import Database
 from serval_api.db.migrations import UnmanagedSchema, context_options, downgrade, upgrade
-from serval_api.db.models import ApiKey, Base
+from serval_api.db.models import ApiKeyRow, Base
 from serval_api.rest.api_keys import api_key_dto
 from serval_api.service import build_corpora
 from serval_api.service.keys import authenticate_api_key, hash_secret
@@ -293,7 +293,7 @@ def test_api_keys_made_before_names_and_expiry_keep_working(empty_database_url: 
             await db.migrate()
             caller = await authenticate_api_key(db, "serval_old-key")
             async with db.session() as s:
-                record = await s.get(ApiKey, "k1")
+                record = await s.get(ApiKeyRow, "k1")
                 assert record is not None
                 dto = api_key_dto("http://x", record)
             async with db.engine.begin() as conn:

@@ -13,10 +13,10 @@ import ctranslate2
 import pytest
 
 from build_jobs.publish import publish_revision
-from inference_gpu.backends import BACKENDS
-from inference_gpu.backends.ctranslate2 import CTranslate2Backend
-from inference_gpu.families.nmt import NmtModel
-from inference_gpu.families.smt import SmtModel
+from inference_gpu.families.nmt.backends import BACKENDS
+from inference_gpu.families.nmt.backends.ctranslate2 import CTranslate2Backend
+from inference_gpu.families.nmt.model import NmtModel
+from inference_gpu.families.smt.model import SmtModel
 from inference_gpu.memory_budget import MemoryBudgetExceeded
 from inference_gpu.metrics import NodeMetrics
 from inference_gpu.model_manager import ModelManager

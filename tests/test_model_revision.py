@@ -8,8 +8,8 @@ import pytest
 
 from serval.inference.v1 import node_pb2
 from serval_api.routing.held import HeldModels
-from serval_common.manifest import Manifest, publish_folder, resolve_revision
-from serval_common.model_revision import ModelRevision, short_weights, weights_identity
+from serval_common.manifest import Manifest, ResolvedRevision, publish_folder, resolve_revision
+from serval_common.model_revision import ModelRevision, short_weights
 from serval_common.names import InvalidName
 from serval_common.store import open_store
 from serval_common.thot_smt import BACKEND as THOT_SMT
@@ -54,15 +54,20 @@ def test_weights_are_what_a_node_loads_wherever_they_are_stored(tmp_path: Path, 
     assert short_weights(weights["a"]) == weights["a"][:14]
 
 
+def weights_identity(location: str, manifest: Manifest) -> str:
+    """The weights of a revision at `location` that holds its own files."""
+    return ResolvedRevision(location, manifest, location, manifest).weights
+
+
 def test_a_training_checkpoint_is_not_part_of_the_weights_and_learning_models_are_their_own() -> None:
     model = {"path": "model.bin", "sha256": "1" * 64, "size": 3}
     checkpoint = {"path": "hf/model.safetensors", "sha256": "2" * 64, "size": 9}
     served = Manifest.model_validate({"kind": "model-revision", "files": [model]})
     trained = Manifest.model_validate({"kind": "model-revision", "files": [model, checkpoint]})
-    assert weights_identity("models/a/1", served, served) == weights_identity("models/b/1", trained, trained)
+    assert weights_identity("models/a/1", served) == weights_identity("models/b/1", trained)
     smt = Manifest.model_validate({"kind": "model-revision", "files": [model], "backend": THOT_SMT})
-    assert weights_identity("models/a/1", smt, smt) == "models/a/1", "smt-transfer models learn per engine"
-    assert weights_identity("models/b/1", smt, smt) == "models/b/1"
+    assert weights_identity("models/a/1", smt) == "models/a/1", "smt-transfer models learn per engine"
+    assert weights_identity("models/b/1", smt) == "models/b/1"
 
 
 def test_held_models_count_each_set_of_weights_once() -> None:

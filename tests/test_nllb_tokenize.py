@@ -9,7 +9,7 @@ import pytest
 import sentencepiece as spm
 from sacremoses import MosesPunctNormalizer
 
-from inference_gpu.nllb import (
+from serval_common.nllb_tokenizer import (
     EOS,
     NllbTokenizer,
     detokenize,

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from build_jobs.evaluate import NllbTranslator
-from build_jobs.finetune import Canceled
-from build_jobs.pretranslate import pretranslate, pretranslate_revision, source_key, target_key
+from build_jobs.data import source_key, target_key
+from build_jobs.nmt.evaluation import NllbTranslator
+from build_jobs.nmt.pretranslation import pretranslate, pretranslate_revision
+from build_jobs.progress import Canceled
 from build_jobs.publish import publish_inference_only
 from serval_common.store import ModelStore, open_store
 from tests.helpers import publish_tiny_base_model, verse_pairs

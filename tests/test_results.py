@@ -9,13 +9,13 @@ import ctranslate2
 import numpy as np
 import pytest
 
-from inference_gpu.backends.ctranslate2 import to_hypothesis
 from inference_gpu.families.base import InputTooLong
-from inference_gpu.families.nmt import NmtModel
-from inference_gpu.nllb import DecodedTarget, EncodedSource, normalize_punctuation, split_words
-from inference_gpu.results import build_result, word_alignment
+from inference_gpu.families.nmt.backends.ctranslate2 import to_hypothesis
+from inference_gpu.families.nmt.model import NmtModel
+from inference_gpu.families.nmt.results import build_result, word_alignment
 from serval_common.core import Detail, TranslationResult, TranslationSource
 from serval_common.manifest import Manifest
+from serval_common.nllb_tokenizer import DecodedTarget, EncodedSource, normalize_punctuation, split_words
 from serval_common.settings import NodeSettings
 
 SEGMENTS = [

@@ -33,8 +33,8 @@ from build_jobs.data import split_corpus
 from build_jobs.publish import publish_revision
 from build_jobs.smt.train import train_smt
 from inference_gpu.families import model_class
-from inference_gpu.families.smt import SmtModel, WorkerLost
-from inference_gpu.families.smt_word_graph import MAX_GRAPH_WORDS
+from inference_gpu.families.smt.model import SmtModel, WorkerLost
+from inference_gpu.families.smt.word_graph import MAX_GRAPH_WORDS
 from inference_gpu.node import InferenceNode
 from inference_gpu.trained_segments import SegmentsUnavailable
 from serval.inference.v1 import node_pb2, node_pb2_grpc

@@ -23,7 +23,7 @@ from inference_gpu.model_manager import ModelManager
 from serval.inference.v1 import node_pb2
 from serval_api.errors import NotFound
 from serval_api.service.downloads import DownloadGrant, open_archive
-from serval_common.build_options import BuildOptions, BuildOptionsError
+from serval_common.build_options import BuildOptionsError, NmtBuildOptions
 from serval_common.manifest import Manifest as ManifestModel
 from serval_common.manifest import (
     ManifestError,
@@ -336,14 +336,14 @@ BAD_BASE_MODEL_NAMES = (*TRAVERSALS, "../models/their-engine/1", "a..b", "x" * 1
 @pytest.mark.parametrize("name", BAD_BASE_MODEL_NAMES, ids=ascii)
 def test_build_options_refuse_a_base_model_name_that_is_not_one(name: str) -> None:
     with pytest.raises(BuildOptionsError, match="baseModel"):
-        BuildOptions.parse(json.dumps({"baseModel": name}))
+        NmtBuildOptions.parse(json.dumps({"baseModel": name}))
     with pytest.raises(InvalidName):
         base_model_folder(name)
 
 
 @pytest.mark.parametrize("name", ["tiny-nllb", "nllb-200-distilled-600M", "a.b_c-1", "x" * 100])
 def test_build_options_accept_base_model_names(name: str) -> None:
-    assert BuildOptions.parse(json.dumps({"baseModel": name})).base_model == name
+    assert NmtBuildOptions.parse(json.dumps({"baseModel": name})).base_model == name
     assert base_model_folder(name) == f"base-models/{name}"
 
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from build_jobs.publish import TRAINING_DEFAULTS_FILE, checkpoint_training_defaults
 from serval_api.builds.local import job_environment
-from serval_common.build_options import BuildOptions, BuildOptionsError, TrainingDefaults
+from serval_common.build_options import BuildOptionsError, NmtBuildOptions, TrainingDefaults
 from serval_common.fine_tune_scores import chrf_worse, worse_sentence
 from serval_common.jobs import JobSpec
 from serval_common.manifest import Manifest
@@ -24,7 +24,7 @@ DEPLOYMENT = TrainingDefaults(learning_rate=2e-4, batch_size=8, max_steps=7)
 
 
 def test_each_value_comes_from_the_highest_layer_that_sets_it() -> None:
-    training = BuildOptions.parse('{"maxSteps": 5}').training(DEPLOYMENT, BASE_MODEL)
+    training = NmtBuildOptions.parse('{"maxSteps": 5}').training(DEPLOYMENT, BASE_MODEL)
     values, sources = training.values, training.sources
 
     assert (values.max_steps, sources["max_steps"]) == (5, "buildOptions"), "the build beats the deployment"
@@ -36,18 +36,20 @@ def test_each_value_comes_from_the_highest_layer_that_sets_it() -> None:
 
 
 def test_the_code_default_learning_rate_suits_a_real_nllb_200() -> None:
-    training = BuildOptions().training()
+    training = NmtBuildOptions().training()
     assert (training.values.learning_rate, training.sources["learning_rate"]) == (1e-4, "default")
     assert set(training.sources.values()) == {"default"}
 
 
 def test_an_option_equal_to_the_code_default_is_still_the_builds() -> None:
-    training = BuildOptions.parse('{"learningRate": 0.0001}').training(None, BASE_MODEL)
+    training = NmtBuildOptions.parse('{"learningRate": 0.0001}').training(None, BASE_MODEL)
     assert (training.values.learning_rate, training.sources["learning_rate"]) == (1e-4, "buildOptions")
 
 
 def test_what_a_build_reports_uses_the_option_names() -> None:
-    training = BuildOptions.parse('{"maxSteps": 5, "freeze": ["encoder"]}').training(DEPLOYMENT, BASE_MODEL)
+    training = NmtBuildOptions.parse('{"maxSteps": 5, "freeze": ["encoder"]}').training(
+        DEPLOYMENT, BASE_MODEL
+    )
     wire = training.wire()
     assert wire["learningRate"] == 2e-4 and wire["freeze"] == ["encoder"]
     assert wire["sources"]["learningRate"] == "deployment"

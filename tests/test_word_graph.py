@@ -15,12 +15,12 @@ from machine.tokenization import RangeTokenizer
 from machine.tokenization.detokenizer import Detokenizer
 from machine.translation import ErrorCorrectionModel
 
-from inference_gpu.families.nmt import NmtModel
-from inference_gpu.nllb import detokenize, split_words, word_spans
-from inference_gpu.word_graph import piece_groups
+from inference_gpu.families.nmt.model import NmtModel
+from inference_gpu.families.nmt.word_graph import piece_groups
 from serval_cli.interactive import GuardedInteractiveTranslator, to_machine
 from serval_common.core import TranslationSource, WordGraph, WordGraphArc
 from serval_common.manifest import Manifest
+from serval_common.nllb_tokenizer import detokenize, split_words, word_spans
 from serval_common.settings import NodeSettings
 
 SEGMENTS = [

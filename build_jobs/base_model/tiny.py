@@ -171,7 +171,7 @@ def augmented_source(
 ) -> list[int] | None:
     """`[src_code, *source, tgt_code, *match, </s>]`, the match cut so the whole fits `max_length`;
     None when not even one of its ids fits. The node's layout and rule exactly
-    (`inference_gpu.nllb.EncodedSource.with_match`): a model reads at serving what it trained on."""
+    (`serval_common.nllb_tokenizer.EncodedSource.with_match`): a model reads at serving what it trained on."""
     room = max_length - len(source_ids) - 3
     if room < 1 or not match_ids:
         return None

@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from build_jobs.data import Corpus, read_corpus
-from build_jobs.finetune import Canceled
-from build_jobs.pretranslate import Row, read_source_rows, target_key
-from build_jobs.progress import BuildProgress
+from build_jobs.data import Corpus, Row, read_corpus, read_source_rows, target_key
+from build_jobs.progress import BuildProgress, Canceled
 from build_jobs.publish import publish_revision
 from build_jobs.template import Built, FamilyBuildJob
 from serval_common.jobs import JobSpec
@@ -155,7 +153,7 @@ def pretranslate_smt(
     should_cancel: Callable[[], bool] | None = None,
     every: int = 25,
 ) -> list[Row]:
-    """`build_jobs.pretranslate`'s rows translated with the Thot model in `folder`: the target
+    """`build_jobs.data.read_source_rows`'s rows translated with the Thot model in `folder`: the target
     file is written and the rows returned. `confidence` is the mean of the words' confidences
     (sil-machine's IBM-1 estimate, 0..1); an empty source gets an empty translation
     (confidence 1) without reaching the model."""

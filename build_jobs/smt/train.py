@@ -33,7 +33,7 @@ from machine.translation.thot.thot_utils import (
 from machine.utils import ProgressStatus
 
 from build_jobs.data import Corpus
-from build_jobs.finetune import Canceled
+from build_jobs.progress import Canceled
 from serval_common.smt_build_options import SmtBuildOptions
 from serval_common.thot_smt import (
     DEFAULT_WEIGHTS,

@@ -10,9 +10,17 @@ from __future__ import annotations
 import importlib
 import logging
 
-from inference_gpu.families.base import Capability, InputTooLong, ServedModel, Unsupported
+from inference_gpu.families.base import (
+    BadInput,
+    Capability,
+    InputTooLong,
+    ModelUnavailable,
+    ServedModel,
+    Unsupported,
+    WorkFailure,
+)
 from serval_common import families
-from serval_common.families import EngineFamily
+from serval_common.families import EngineFamily, UnknownFamily
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +38,12 @@ def _load_class(family: EngineFamily) -> type[ServedModel]:
 
 def model_class(backend: str) -> type[ServedModel]:
     """The class that loads model folders whose manifest names `backend`."""
-    family = families.of_backend(backend)
+    try:
+        family = families.of_backend(backend)
+    except UnknownFamily as exc:
+        raise ModelUnavailable(str(exc)) from exc
     if family.node_model is None:
-        raise ValueError(f"model backend {backend!r} is not served by nodes")
+        raise ModelUnavailable(f"model backend {backend!r} is not served by nodes")
     return _load_class(family)
 
 
@@ -52,10 +63,13 @@ def available_families(wanted: list[str] | None = None) -> list[str]:
 
 
 __all__ = [
+    "BadInput",
     "Capability",
     "InputTooLong",
+    "ModelUnavailable",
     "ServedModel",
     "Unsupported",
+    "WorkFailure",
     "available_families",
     "model_class",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 # and does not claim the family (`inference_gpu.families.available_families`).
 import machine.translation.thot  # noqa: F401
 
-from inference_gpu.families.base import Capability, InputTooLong, ServedModel
+from inference_gpu.families.base import BadInput, Capability, InputTooLong, ServedModel
 from serval_common.core import AlignedWordPair, WordAlignmentResult
 from serval_common.manifest import Manifest
 from serval_common.settings import NodeSettings
@@ -74,7 +74,7 @@ class AlignmentModel(ServedModel):
         if self._closed:
             raise ModelClosed("the model is unloading")
         if not source.strip() or not target.strip():
-            raise ValueError("the source and target segments must both have text")
+            raise BadInput("the source and target segments must both have text")
         self._pending += 1
         self._idle.clear()
         try:

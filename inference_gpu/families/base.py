@@ -5,6 +5,10 @@ A family (Serval's engine type: `nmt`, `smt-transfer`, `statistical`) is one kin
 it declares in `capabilities`. The node calls only this interface, so routing, memory budget, LRU,
 hot swap, drain and metrics work the same for every family; an operation a family lacks raises
 `Unsupported` (the API service answers 405).
+
+A failure the work runner answers with its own `WorkError` code is a `WorkFailure`: the client's
+input (`BadInput`, `InputTooLong`), a model that cannot be had (`ModelUnavailable`), an operation
+the family lacks (`Unsupported`). Any other exception is the node's own fault: an internal error.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from inference_gpu.metrics import NodeMetrics
+from serval.inference.v1 import node_pb2
 from serval_common.core import (
     UNKNOWN_SENDER,
     Detail,
@@ -37,12 +42,33 @@ class Capability(StrEnum):
     ALIGN = "align"
 
 
-class InputTooLong(ValueError):
+class WorkFailure(Exception):
+    """A failure answered with `code`, the node protocol's `WorkErrorCode` for it."""
+
+    code: ClassVar[node_pb2.WorkErrorCode]
+
+
+class BadInput(WorkFailure, ValueError):
+    """The client's input cannot be served: an empty segment, a language code the model does not
+    know, n < 1, a pair to train or align without words."""
+
+    code = node_pb2.WORK_ERROR_CODE_INVALID_ARGUMENT
+
+
+class InputTooLong(BadInput):
     """The segment has more tokens than the node accepts (`max_input_tokens`)."""
 
 
-class Unsupported(Exception):
+class ModelUnavailable(WorkFailure):
+    """The revision's model cannot be loaded here: its manifest names a backend no node serves."""
+
+    code = node_pb2.WORK_ERROR_CODE_MODEL_UNAVAILABLE
+
+
+class Unsupported(WorkFailure):
     """The model's family cannot do the operation."""
+
+    code = node_pb2.WORK_ERROR_CODE_UNIMPLEMENTED
 
     def __init__(self, family: str, capability: Capability) -> None:
         super().__init__(f"a {family} engine cannot {capability.value.replace('-', ' ')}")

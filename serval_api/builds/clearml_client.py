@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from serval_api.builds.launcher import LaunchRefused
+from serval_api.service.launcher import LaunchRefused
 from serval_common.settings import ClearMLSettings
 
 T = TypeVar("T")

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from serval_api.builds.clearml_client import ClearMLClient, ClearMLError
-from serval_api.builds.launcher import JobLauncher, JobSpec
+from serval_api.service.launcher import JobLauncher
 from serval_common.families import family
-from serval_common.jobs import CANCELED_EXIT_CODE, hand_over_job_token, job_token_folder
+from serval_common.jobs import CANCELED_EXIT_CODE, JobSpec, hand_over_job_token, job_token_folder
 from serval_common.settings import ClearMLSettings, Settings
 from serval_common.store import ModelStore, store_from_settings
 

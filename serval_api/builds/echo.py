@@ -13,14 +13,13 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from serval_api.builds.launcher import JobLauncher, JobSpec
 from serval_api.db.models import EngineType
+from serval_api.service.launcher import ECHO_REF, JobLauncher
+from serval_common.jobs import JobSpec
 
 log = logging.getLogger(__name__)
 
 EchoRun = Callable[[JobSpec], Coroutine[Any, Any, None]]
-
-ECHO_REF = "echo"
 
 
 class EchoLauncher(JobLauncher):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from serval_api.builds.launcher import JobLauncher
+from serval_api.service.launcher import JobLauncher
 from serval_common.settings import Settings
 
 LAUNCHERS = ("local", "clearml")

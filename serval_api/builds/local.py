@@ -13,8 +13,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from serval_api.builds.launcher import JobLauncher, JobSpec
-from serval_common.jobs import PARENT_PID_ENV
+from serval_api.service.launcher import LOCAL_REF, JobLauncher
+from serval_common.jobs import PARENT_PID_ENV, JobSpec
 from serval_common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class LocalJobLauncher(JobLauncher):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.log_dir = (settings.home / "logs").resolve()
-        self.job_ref = f"local:{settings.api_instance_name}"
+        self.job_ref = f"{LOCAL_REF}:{settings.api_instance_name}"
         self._slots = asyncio.Semaphore(max(1, settings.jobs.max_concurrent))
         self._waiting: list[str] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}

@@ -5,9 +5,10 @@ exception's text)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -23,6 +24,7 @@ from serval_common.store import InvalidKey
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Request = TypeVar("Request")
 
 
 RETRY_AFTER_METADATA = "retry-after"
@@ -65,6 +67,36 @@ async def caller_of(services: Services, context: grpc.aio.ServicerContext) -> Ca
         bearer_token(context),
         services.jwt,
     )
+
+
+class AuthenticatedServicer:
+    """A servicer over `Services` whose `@grpc_call` methods are answered for an authenticated
+    caller (`caller`: the word-alignment APIs widen its scopes)."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    async def caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        return await caller_of(self._services, context)
+
+
+S = TypeVar("S", bound=AuthenticatedServicer)
+
+
+def grpc_call(
+    body: Callable[[S, Request, grpc.aio.ServicerContext, Caller], Awaitable[T]],
+) -> Callable[[S, Request, grpc.aio.ServicerContext], Coroutine[Any, Any, T]]:
+    """A unary servicer method from `body`, which is given the authenticated caller; refused
+    credentials and the errors it raises end the call with their status (`run_call`)."""
+
+    @functools.wraps(body)
+    async def method(self: S, request: Request, context: grpc.aio.ServicerContext) -> T:
+        async def call() -> T:
+            return await body(self, request, context, await self.caller(context))
+
+        return await run_call(context, call)
+
+    return method
 
 
 MODEL_REVISION_METADATA = "x-model-revision"

@@ -4,14 +4,15 @@ one-time job token of its build. RPCs not overridden here answer UNIMPLEMENTED."
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from datetime import UTC
-from typing import Any
+from datetime import UTC, datetime
 
 from google.protobuf import empty_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc.aio import ServicerContext as Context
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
+from serval.word_alignment.v1 import platform_pb2 as word_alignment_platform_pb2
+from serval_api.db.models.build_record import ExecutionData, Phase
 from serval_api.errors import InvalidArgument, NotFound, PermissionDenied
 from serval_api.grpc.calls import bearer_token, run_call
 from serval_api.service import Services, job_auth, limits, platform, pretranslations
@@ -60,18 +61,18 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
                 progress=request.progress if request.HasField("progress") else None,
                 message=request.message if request.HasField("message") else None,
                 queue_depth=request.queue_depth if request.HasField("queue_depth") else None,
-                phases=[phase_dict(phase, f"phases[{i}]") for i, phase in enumerate(request.phases)],
+                phases=[phase_from(phase, f"phases[{i}]") for i, phase in enumerate(request.phases)],
             ),
         )
 
     async def UpdateBuildExecutionData(
         self, request: platform_pb2.UpdateBuildExecutionDataRequest, context: Context
     ) -> empty_pb2.Empty:
-        data = execution_data_dict(request.execution_data)
+        reported = execution_data_from(request.execution_data)
         return await self._for_build(
             context,
             request.build_id,
-            lambda: platform.update_execution_data(self._services, request.build_id, data),
+            lambda: platform.update_execution_data(self._services, request.build_id, reported),
             engine_id=request.engine_id,
         )
 
@@ -90,7 +91,7 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
         self, request: platform_pb2.UpdateParallelCorpusAnalysisRequest, context: Context
     ) -> empty_pb2.Empty:
         analyses = [
-            platform.CorpusAnalysis(
+            platform.AnalysisReport(
                 corpus_id=entry.parallel_corpus_id,
                 target_quote_convention=entry.target_quote_convention,
                 source_quote_convention=entry.source_quote_convention
@@ -171,9 +172,9 @@ class TranslationPlatformApi(platform_pb2_grpc.TranslationPlatformApiServicer):
 
 async def pretranslation_rows(
     requests: AsyncIterable[platform_pb2.InsertPretranslationsRequest],
-) -> AsyncIterator[pretranslations.PretranslationRow]:
+) -> AsyncIterator[pretranslations.PretranslationInsert]:
     async for request in requests:
-        yield pretranslations.PretranslationRow(
+        yield pretranslations.PretranslationInsert(
             engine_id=request.engine_id,
             corpus_id=request.corpus_id,
             text_id=request.text_id,
@@ -187,35 +188,45 @@ async def pretranslation_rows(
 _STAGES = {platform_pb2.PHASE_STAGE_TRAIN: "Train", platform_pb2.PHASE_STAGE_INFERENCE: "Inference"}
 
 
-def phase_dict(phase: platform_pb2.Phase, field: str) -> dict[str, Any]:
-    entry: dict[str, Any] = {"stage": _STAGES.get(phase.stage, "Train")}
-    if phase.HasField("step"):
-        entry["step"] = phase.step
-    if phase.HasField("step_count"):
-        entry["stepCount"] = phase.step_count
-    if phase.HasField("started"):
-        entry["started"] = _instant(f"{field}.started", phase.started)
-    return entry
+def phase_from(phase: platform_pb2.Phase, field: str) -> Phase:
+    return Phase(
+        stage=_STAGES.get(phase.stage, "Train"),
+        step=phase.step if phase.HasField("step") else None,
+        step_count=phase.step_count if phase.HasField("step_count") else None,
+        started=_instant(f"{field}.started", phase.started) if phase.HasField("started") else None,
+    )
 
 
-def _instant(field: str, stamp: Timestamp) -> str:
+def _instant(field: str, stamp: Timestamp) -> datetime:
     try:
-        return stamp.ToDatetime(tzinfo=UTC).isoformat()
+        return stamp.ToDatetime(tzinfo=UTC)
     except (ValueError, OverflowError):
         raise InvalidArgument(
             f"{field}: not a timestamp between years 1 and 9999 ({stamp.seconds} s, {stamp.nanos} ns)"
         ) from None
 
 
-def execution_data_dict(data: platform_pb2.ExecutionData) -> dict[str, Any]:
-    """Only what the job set: an empty string or list leaves what the API service recorded."""
-    fields = {
-        "trainCount": data.train_count,
-        "pretranslateCount": data.pretranslate_count,
-        "warnings": list(data.warnings),
-        "engineSourceLanguageTag": data.engine_source_language_tag,
-        "engineTargetLanguageTag": data.engine_target_language_tag,
-        "resolvedSourceLanguage": data.resolved_source_language,
-        "resolvedTargetLanguage": data.resolved_target_language,
-    }
-    return {key: value for key, value in fields.items() if value not in ("", [])}
+_REPORTED = (
+    "train_count",
+    "pretranslate_count",
+    "word_align_count",
+    "warnings",
+    "engine_source_language_tag",
+    "engine_target_language_tag",
+    "resolved_source_language",
+    "resolved_target_language",
+)
+"""The `ExecutionData` fields a job reports: each platform's `ExecutionData` message carries some
+of them under the same names (translation: the pretranslate count and resolved languages;
+word alignment: the word-align count)."""
+
+
+def execution_data_from(
+    data: platform_pb2.ExecutionData | word_alignment_platform_pb2.ExecutionData,
+) -> ExecutionData:
+    """What the job set of either platform's `ExecutionData`: an empty string or list leaves what
+    the API service recorded, so it is not among the fields set."""
+    carried = data.DESCRIPTOR.fields_by_name
+    reported = {name: getattr(data, name) for name in _REPORTED if name in carried}
+    reported["warnings"] = list(reported["warnings"])
+    return ExecutionData(**{name: value for name, value in reported.items() if value not in ("", [])})

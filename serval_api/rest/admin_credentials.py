@@ -13,8 +13,7 @@ from datetime import datetime
 from fastapi import APIRouter, status
 
 from serval_api.auth import KeyLimits
-from serval_api.db.models import ApiKey as ApiKeyRow
-from serval_api.db.models import NodeToken as NodeTokenRow
+from serval_api.db.models import ApiKeyRow, NodeTokenRow
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.protocol import Model
 from serval_api.service import admin

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from pydantic import Field
 
-from serval_api.db.models import ApiKey as ApiKeyRecord
+from serval_api.db.models import ApiKeyRow
 from serval_api.rest.deps import CallerDep, ServicesDep
 from serval_api.rest.wire import Model
 from serval_api.service import api_keys
@@ -81,7 +81,7 @@ async def revoke_api_key(key_id: str, services: ServicesDep, caller: CallerDep) 
     await api_keys.revoke(services, caller, key_id)
 
 
-def api_key_dto(base_url: str, record: ApiKeyRecord) -> ApiKey:
+def api_key_dto(base_url: str, record: ApiKeyRow) -> ApiKey:
     """A key made before keys had names reads its visible prefix as its name."""
     return ApiKey(
         id=record.id,

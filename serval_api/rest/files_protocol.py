@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from serval_api.db.models import Corpus as CorpusRecord
-from serval_api.db.models import DataFile as DataFileRecord
-from serval_api.db.models import EngineCorpus as EngineCorpusRecord
-from serval_api.db.models import ParallelCorpus as ParallelCorpusRecord
+from serval_api.db.models import CorpusRow, DataFileRow, EngineCorpusRow, ParallelCorpusRow
 from serval_api.rest.protocol import Model, ResourceLink
 from serval_api.urls import corpus_url, engine_corpus_url, engine_url, file_url, parallel_corpus_url
 
@@ -70,7 +67,7 @@ class ParallelCorpus(Model):
     target_corpora: list[ResourceLink]
 
 
-def file_dto(base_url: str, file: DataFileRecord) -> DataFile:
+def file_dto(base_url: str, file: DataFileRow) -> DataFile:
     return DataFile(
         id=file.id,
         url=file_url(base_url, file.id),
@@ -80,7 +77,7 @@ def file_dto(base_url: str, file: DataFileRecord) -> DataFile:
     )
 
 
-def corpus_dto(base_url: str, corpus: CorpusRecord) -> Corpus:
+def corpus_dto(base_url: str, corpus: CorpusRow) -> Corpus:
     return Corpus(
         id=corpus.id,
         url=corpus_url(base_url, corpus.id),
@@ -97,7 +94,7 @@ def corpus_dto(base_url: str, corpus: CorpusRecord) -> Corpus:
     )
 
 
-def parallel_corpus_dto(base_url: str, pc: ParallelCorpusRecord) -> ParallelCorpus:
+def parallel_corpus_dto(base_url: str, pc: ParallelCorpusRow) -> ParallelCorpus:
     url = engine_url(base_url, pc.engine_id)
     return ParallelCorpus(
         id=pc.id,
@@ -143,7 +140,7 @@ class TranslationCorpus(Model):
     target_files: list[TranslationCorpusFile]
 
 
-def engine_corpus_dto(base_url: str, corpus: EngineCorpusRecord) -> TranslationCorpus:
+def engine_corpus_dto(base_url: str, corpus: EngineCorpusRow) -> TranslationCorpus:
     url = engine_url(base_url, corpus.engine_id)
 
     def side(entries: list[dict[str, str]]) -> list[TranslationCorpusFile]:

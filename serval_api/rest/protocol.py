@@ -7,9 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from serval_api.db.models import Build, Engine
-from serval_api.db.models import Pretranslation as PretranslationRecord
-from serval_api.db.models import Webhook as WebhookRecord
+from serval_api.db.models import BuildRow, EngineRow, PretranslationRow, WebhookRow, build_record
 from serval_api.rest.build_corpora import (
     PretranslateCorpus,
     PretranslateCorpusConfig,
@@ -18,7 +16,7 @@ from serval_api.rest.build_corpora import (
     pretranslate_corpora,
     training_corpora,
 )
-from serval_api.rest.wire import BuildOptions, Model, ResourceLink
+from serval_api.rest.wire import Model, NmtBuildOptions, ResourceLink
 from serval_api.urls import build_url, engine_url, hook_url
 from serval_api.webhooks.events import WebhookEvent
 from serval_common import core
@@ -56,7 +54,7 @@ class TranslationBuildConfig(Model):
     name: str | None = None
     train_on: list[TrainingCorpusConfig] | None = None
     pretranslate: list[PretranslateCorpusConfig] | None = None
-    options: BuildOptions = None
+    options: NmtBuildOptions = None
     model: str | None = Field(
         default=None,
         description="The base model the build starts from: the name of one an administrator "
@@ -214,7 +212,7 @@ class Pretranslation(Model):
     confidence: float
 
 
-def pretranslation_dto(row: PretranslationRecord) -> Pretranslation:
+def pretranslation_dto(row: PretranslationRow) -> Pretranslation:
     target_refs = [str(ref) for ref in row.target_refs]
     return Pretranslation(
         text_id=row.text_id,
@@ -241,7 +239,7 @@ class Webhook(Model):
     events: list[WebhookEvent]
 
 
-def webhook_dto(base_url: str, hook: WebhookRecord) -> Webhook:
+def webhook_dto(base_url: str, hook: WebhookRow) -> Webhook:
     return Webhook(
         id=hook.id,
         url=hook_url(base_url, hook.id),
@@ -250,7 +248,7 @@ def webhook_dto(base_url: str, hook: WebhookRecord) -> Webhook:
     )
 
 
-def engine_dto(base_url: str, engine: Engine) -> TranslationEngine:
+def engine_dto(base_url: str, engine: EngineRow) -> TranslationEngine:
     return TranslationEngine(
         id=engine.id,
         url=engine_url(base_url, engine.id),
@@ -267,7 +265,7 @@ def engine_dto(base_url: str, engine: Engine) -> TranslationEngine:
     )
 
 
-def build_dto(base_url: str, build: Build) -> TranslationBuild:
+def build_dto(base_url: str, build: BuildRow) -> TranslationBuild:
     url = engine_url(base_url, build.engine_id)
     return TranslationBuild(
         id=build.id,
@@ -290,25 +288,37 @@ def build_dto(base_url: str, build: Build) -> TranslationBuild:
         options=build.options,
         deployment_version=build.deployment_version,
         execution_data=_execution_data(build.execution_data),
-        phases=[Phase.model_validate(p) for p in build.phases] if build.phases else None,
+        phases=phases_dto(build.phases),
         analysis=None if build.analysis is None else [_analysis(a) for a in build.analysis],
         target_quote_convention=build.target_quote_convention,
         can_denormalize_quotes=bool(build.target_quote_convention),
     )
 
 
-def _execution_data(recorded: dict[str, Any] | None) -> dict[str, Any]:
+def recorded_execution_data(recorded: build_record.ExecutionData | None) -> dict[str, Any]:
+    """The fields `recorded` holds (and any key an older row kept) under their wire names."""
+    if recorded is None:
+        return {}
+    return {k: v for k, v in recorded.model_dump(mode="json", by_alias=True).items() if v is not None}
+
+
+def _execution_data(recorded: build_record.ExecutionData | None) -> dict[str, Any]:
     """Serval's clients require the counts and warnings, so a build without them still has them."""
-    known = {k: v for k, v in (recorded or {}).items() if v is not None}
-    return {"trainCount": 0, "pretranslateCount": 0, "warnings": [], **known}
+    return {"trainCount": 0, "pretranslateCount": 0, "warnings": [], **recorded_execution_data(recorded)}
 
 
-def _analysis(entry: dict[str, Any]) -> ParallelCorpusAnalysis:
+def phases_dto(phases: list[build_record.Phase] | None) -> list[Phase] | None:
+    if not phases:
+        return None
+    return [Phase(stage=p.stage, step=p.step, step_count=p.step_count, started=p.started) for p in phases]
+
+
+def _analysis(entry: build_record.CorpusAnalysis) -> ParallelCorpusAnalysis:
     return ParallelCorpusAnalysis(
-        parallel_corpus_ref=str(entry.get("parallelCorpusRef") or ""),
-        source_quote_convention=entry.get("sourceQuoteConvention"),
-        target_quote_convention=str(entry.get("targetQuoteConvention") or ""),
-        can_denormalize_quotes=bool(entry.get("canDenormalizeQuotes")),
+        parallel_corpus_ref=entry.parallel_corpus_ref,
+        source_quote_convention=entry.source_quote_convention,
+        target_quote_convention=entry.target_quote_convention,
+        can_denormalize_quotes=entry.can_denormalize_quotes,
     )
 
 

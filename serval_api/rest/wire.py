@@ -27,7 +27,7 @@ def _options(value: object) -> dict[str, Any] | None:
         raise PydanticCustomError("options", str(e)) from None
 
 
-BuildOptions = Annotated[
+NmtBuildOptions = Annotated[
     dict[str, Any] | None,
     BeforeValidator(_options),
     WithJsonSchema(

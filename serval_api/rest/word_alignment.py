@@ -3,85 +3,44 @@ made, and the engine-type queue. Builds and parallel corpora are in `word_alignm
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Request, Response
 
+from serval_api.db.models import WORD_ALIGNMENT_TYPES
+from serval_api.rest import engine_routes
 from serval_api.rest.deps import ServicesDep, WordAlignmentCallerDep
-from serval_api.rest.disconnect import while_connected
+from serval_api.rest.engine_routes import WORD_ALIGNMENT, inference_route, served
 from serval_api.rest.openapi import errors
 from serval_api.rest.pretranslations import TextIdQuery
 from serval_api.rest.protocol import Queue
-from serval_api.rest.translation import served_by
 from serval_api.rest.word_alignment_protocol import (
     WordAlignment,
     WordAlignmentEngine,
     WordAlignmentEngineConfig,
     WordAlignmentRequest,
     WordAlignmentResult,
-    engine_dto,
     result_dto,
     word_alignment_dto,
 )
-from serval_api.service import engines, word_alignment
 from serval_api.service import status as status_service
-from serval_api.service.engines import WORD_ALIGNMENT_TYPES
+from serval_api.service import word_alignment
 
 TAG = "Word Alignment Engines"
 router = APIRouter(prefix="/api/v1/word-alignment", tags=[TAG])
 
 
-@router.get("/engines", response_model=list[WordAlignmentEngine], response_model_exclude_none=True)
-async def list_engines(services: ServicesDep, caller: WordAlignmentCallerDep) -> list[WordAlignmentEngine]:
-    base = services.settings.api_base_url
-    return [engine_dto(base, e) for e in await engines.list_engines(services, caller, WORD_ALIGNMENT_TYPES)]
-
-
-@router.post(
-    "/engines",
-    status_code=status.HTTP_201_CREATED,
-    response_model=WordAlignmentEngine,
-    response_model_exclude_none=True,
-    responses=errors(405, 409),
-)
 async def create_engine(
     config: WordAlignmentEngineConfig,
     services: ServicesDep,
     caller: WordAlignmentCallerDep,
     response: Response,
 ) -> WordAlignmentEngine:
-    engine = await engines.create_engine(
-        services,
-        caller,
-        engine_type=config.type,
-        source_language=config.source_language,
-        target_language=config.target_language,
-        name=config.name,
-        is_model_persisted=config.is_model_persisted,
-        allowed=WORD_ALIGNMENT_TYPES,
-    )
-    dto = engine_dto(services.settings.api_base_url, engine)
-    response.headers["Location"] = dto.url
-    return dto
+    return await engine_routes.create_engine(services, caller, config, response, WORD_ALIGNMENT)
 
 
-@router.get("/engines/{engine_id}", response_model=WordAlignmentEngine, response_model_exclude_none=True)
-async def get_engine(
-    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
-) -> WordAlignmentEngine:
-    engine = await engines.get_engine(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
-    return engine_dto(services.settings.api_base_url, engine)
+engine_routes.add_engine_routes(router, WORD_ALIGNMENT, "/engines", create_engine)
 
 
-@router.delete("/engines/{engine_id}", status_code=status.HTTP_200_OK)
-async def delete_engine(engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep) -> None:
-    await engines.delete_engine(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
-
-
-@router.post(
-    "/engines/{engine_id}/align",
-    response_model=WordAlignmentResult,
-    response_model_exclude_none=True,
-    responses=errors(405, 409, 413, 503),
-)
+@inference_route(router, "/engines/{engine_id}/align", WordAlignmentResult)
 async def align(
     engine_id: str,
     pair: WordAlignmentRequest,
@@ -90,11 +49,8 @@ async def align(
     services: ServicesDep,
     caller: WordAlignmentCallerDep,
 ) -> WordAlignmentResult:
-    served = await while_connected(
-        request,
-        word_alignment.align(services, caller, engine_id, pair.source_segment, pair.target_segment),
-    )
-    return result_dto(served_by(response, served))
+    work = word_alignment.align(services, caller, engine_id, pair.source_segment, pair.target_segment)
+    return result_dto(await served(request, response, work))
 
 
 @router.get(

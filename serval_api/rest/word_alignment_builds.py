@@ -3,14 +3,12 @@ scoped to word-alignment engines, in Serval's word-alignment shapes."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Response, status
 
-from serval_api.rest.build_corpora import training_entries
-from serval_api.rest.builds import MinRevision
+from serval_api.db.models import WORD_ALIGNMENT_TYPES
+from serval_api.rest import engine_routes
 from serval_api.rest.deps import ServicesDep, WordAlignmentCallerDep
-from serval_api.rest.openapi import errors
+from serval_api.rest.engine_routes import WORD_ALIGNMENT
 from serval_api.rest.word_alignment import TAG
 from serval_api.rest.word_alignment_protocol import (
     WordAlignmentBuild,
@@ -18,16 +16,11 @@ from serval_api.rest.word_alignment_protocol import (
     WordAlignmentParallelCorpus,
     WordAlignmentParallelCorpusConfig,
     WordAlignmentParallelCorpusUpdateConfig,
-    build_dto,
     parallel_corpus_dto,
-    word_align_entries,
 )
-from serval_api.service import build_start, build_transitions, builds, parallel_corpora
-from serval_api.service.engines import WORD_ALIGNMENT_TYPES
+from serval_api.service import parallel_corpora
 
 router = APIRouter(prefix="/api/v1/word-alignment/engines/{engine_id}", tags=[TAG])
-
-NO_BUILD: dict[int | str, dict[str, Any]] = {204: {"description": "No build is pending or running"}}
 
 
 @router.get(
@@ -107,24 +100,6 @@ async def delete_parallel_corpus(
     await parallel_corpora.delete_parallel_corpus(services, caller, engine_id, pc_id, WORD_ALIGNMENT_TYPES)
 
 
-@router.get("/builds", response_model=list[WordAlignmentBuild], response_model_exclude_none=True)
-async def list_builds(
-    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
-) -> list[WordAlignmentBuild]:
-    base = services.settings.api_base_url
-    return [
-        build_dto(base, b)
-        for b in await builds.list_builds(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
-    ]
-
-
-@router.post(
-    "/builds",
-    status_code=status.HTTP_201_CREATED,
-    response_model=WordAlignmentBuild,
-    response_model_exclude_none=True,
-    responses=errors(409),
-)
 async def start_build(
     engine_id: str,
     services: ServicesDep,
@@ -133,67 +108,7 @@ async def start_build(
     config: WordAlignmentBuildConfig | None = None,
 ) -> WordAlignmentBuild:
     config = config or WordAlignmentBuildConfig()
-    build = await build_start.start_build(
-        services,
-        caller,
-        engine_id,
-        name=config.name,
-        train_on=training_entries(config.train_on),
-        word_align_on=word_align_entries(config.word_align_on),
-        options=config.options,
-        types=WORD_ALIGNMENT_TYPES,
-    )
-    dto = build_dto(services.settings.api_base_url, build)
-    response.headers["Location"] = dto.url
-    return dto
+    return await engine_routes.start_build(services, caller, engine_id, response, WORD_ALIGNMENT, config)
 
 
-@router.get(
-    "/builds/{build_id}",
-    response_model=WordAlignmentBuild,
-    response_model_exclude_none=True,
-    responses=errors(408),
-)
-async def get_build(
-    engine_id: str,
-    build_id: str,
-    services: ServicesDep,
-    caller: WordAlignmentCallerDep,
-    min_revision: MinRevision = None,
-) -> WordAlignmentBuild:
-    build = await builds.get_build(
-        services, caller, engine_id, build_id, min_revision=min_revision, types=WORD_ALIGNMENT_TYPES
-    )
-    return build_dto(services.settings.api_base_url, build)
-
-
-@router.get(
-    "/current-build",
-    response_model=WordAlignmentBuild,
-    response_model_exclude_none=True,
-    responses={**NO_BUILD, **errors(408)},
-)
-async def current_build(
-    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep, min_revision: MinRevision = None
-) -> WordAlignmentBuild | Response:
-    build = await builds.current_build(
-        services, caller, engine_id, min_revision=min_revision, types=WORD_ALIGNMENT_TYPES
-    )
-    if build is None:
-        return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return build_dto(services.settings.api_base_url, build)
-
-
-@router.post(
-    "/current-build/cancel",
-    response_model=WordAlignmentBuild,
-    response_model_exclude_none=True,
-    responses=NO_BUILD,
-)
-async def cancel_current_build(
-    engine_id: str, services: ServicesDep, caller: WordAlignmentCallerDep
-) -> WordAlignmentBuild | Response:
-    build = await build_transitions.cancel_current_build(services, caller, engine_id, WORD_ALIGNMENT_TYPES)
-    if build is None:
-        return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return build_dto(services.settings.api_base_url, build)
+engine_routes.add_build_routes(router, WORD_ALIGNMENT, start_build)

@@ -9,9 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from serval_api.db.models import Build, Engine
-from serval_api.db.models import ParallelCorpus as ParallelCorpusRecord
-from serval_api.db.models import WordAlignment as WordAlignmentRecord
+from serval_api.db.models import BuildRow, EngineRow, ParallelCorpusRow, WordAlignmentRow
 from serval_api.rest.build_corpora import (
     ParallelCorpusFilter,
     ParallelCorpusFilterConfig,
@@ -21,8 +19,8 @@ from serval_api.rest.build_corpora import (
     filter_links,
     training_corpora,
 )
-from serval_api.rest.protocol import AlignedWordPair, Phase
-from serval_api.rest.wire import BuildOptions, Model, ResourceLink
+from serval_api.rest.protocol import AlignedWordPair, Phase, phases_dto, recorded_execution_data
+from serval_api.rest.wire import Model, NmtBuildOptions, ResourceLink
 from serval_api.service import build_corpora
 from serval_api.service.build_corpora import WordAlignEntry
 from serval_api.urls import build_url, corpus_url, engine_url, parallel_corpus_url
@@ -98,7 +96,7 @@ class WordAlignmentBuildConfig(Model):
         description="The parallel corpora whose sentence pairs the build aligns; omitted: all of the "
         "engine's parallel corpora; empty: none.",
     )
-    options: BuildOptions = None
+    options: NmtBuildOptions = None
 
 
 class WordAlignmentBuild(Model):
@@ -152,7 +150,7 @@ class WordAlignment(Model):
     alignment: list[AlignedWordPair]
 
 
-def engine_dto(base_url: str, engine: Engine) -> WordAlignmentEngine:
+def engine_dto(base_url: str, engine: EngineRow) -> WordAlignmentEngine:
     return WordAlignmentEngine(
         id=engine.id,
         url=engine_url(base_url, engine.id, word_alignment=True),
@@ -169,7 +167,7 @@ def engine_dto(base_url: str, engine: Engine) -> WordAlignmentEngine:
     )
 
 
-def parallel_corpus_dto(base_url: str, pc: ParallelCorpusRecord) -> WordAlignmentParallelCorpus:
+def parallel_corpus_dto(base_url: str, pc: ParallelCorpusRow) -> WordAlignmentParallelCorpus:
     return WordAlignmentParallelCorpus(
         id=pc.id,
         url=parallel_corpus_url(base_url, pc.engine_id, pc.id, word_alignment=True),
@@ -208,14 +206,14 @@ _EXECUTION_KEYS = (
 )
 
 
-def build_dto(base_url: str, build: Build) -> WordAlignmentBuild:
+def build_dto(base_url: str, build: BuildRow) -> WordAlignmentBuild:
     engine = engine_url(base_url, build.engine_id, word_alignment=True)
-    recorded = build.execution_data or {}
+    recorded = recorded_execution_data(build.execution_data)
     execution_data = {
         "trainCount": 0,
         "wordAlignCount": 0,
         "warnings": [],
-        **{k: recorded[k] for k in _EXECUTION_KEYS if recorded.get(k) is not None},
+        **{k: recorded[k] for k in _EXECUTION_KEYS if k in recorded},
     }
     word_align_on = build_corpora.load_word_align(build.pretranslate)
     return WordAlignmentBuild(
@@ -255,11 +253,11 @@ def build_dto(base_url: str, build: Build) -> WordAlignmentBuild:
         options=build.options,
         deployment_version=build.deployment_version,
         execution_data=execution_data,
-        phases=[Phase.model_validate(p) for p in build.phases] if build.phases else None,
+        phases=phases_dto(build.phases),
     )
 
 
-def _training(base_url: str, build: Build) -> list[TrainingCorpus] | None:
+def _training(base_url: str, build: BuildRow) -> list[TrainingCorpus] | None:
     """Serval's links, with each parallel corpus's under `/word-alignment/engines`."""
     corpora = training_corpora(base_url, build.engine_id, build.train_on)
     for corpus in corpora or ():
@@ -270,7 +268,7 @@ def _training(base_url: str, build: Build) -> list[TrainingCorpus] | None:
     return corpora
 
 
-def word_alignment_dto(row: WordAlignmentRecord) -> WordAlignment:
+def word_alignment_dto(row: WordAlignmentRow) -> WordAlignment:
     target_refs = [str(ref) for ref in row.target_refs]
     return WordAlignment(
         text_id=row.text_id,

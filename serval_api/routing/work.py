@@ -52,7 +52,7 @@ class TrainSegmentWork:
     target_segment: str
     sentence_start: bool
     seq: int
-    """The pair's `TrainSegment.id`: a node applies each once, replayed or sent."""
+    """The pair's `TrainSegmentRow.id`: a node applies each once, replayed or sent."""
     previous_seq: int = 0
     """The engine's pair stored just before it (0: none): a node that learned less fetches the gap."""
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from serval.inference.v1 import node_pb2
 from serval_api.auth import ADMIN, Caller, KeyLimits
 from serval_api.db import nodes as node_rows
-from serval_api.db.models import ApiKey, Engine, Node, NodeToken
+from serval_api.db.models import ApiKeyRow, EngineRow, NodeRow, NodeTokenRow
 from serval_api.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from serval_api.routing.fleet import Fleet
 from serval_api.routing.session import NodeSession, OwnerUse
@@ -88,7 +88,7 @@ async def create_api_key(
     scopes: Iterable[str],
     engine_id: str | None = None,
     overrides: KeyLimits | None = None,
-) -> tuple[ApiKey, str]:
+) -> tuple[ApiKeyRow, str]:
     """`engine_id` binds the key to one of `owner`'s translation engines: the dialects that name
     no engine (SIL Converters, LibreTranslate) then translate with it. `overrides`: the key's own
     per-key limits in place of the settings (`service/quotas.py`)."""
@@ -110,7 +110,9 @@ async def create_api_key(
     )
 
 
-async def set_api_key_limits(services: Services, caller: Caller, key_id: str, overrides: KeyLimits) -> ApiKey:
+async def set_api_key_limits(
+    services: Services, caller: Caller, key_id: str, overrides: KeyLimits
+) -> ApiKeyRow:
     """Replace one key's limit overrides; every replica uses them once it hears of the change."""
     caller.require(ADMIN)
     record = await keys.set_api_key_limits(services.db, key_id, overrides)
@@ -118,7 +120,7 @@ async def set_api_key_limits(services: Services, caller: Caller, key_id: str, ov
     return record
 
 
-async def list_api_keys(services: Services, caller: Caller, owner: str | None = None) -> list[ApiKey]:
+async def list_api_keys(services: Services, caller: Caller, owner: str | None = None) -> list[ApiKeyRow]:
     caller.require(ADMIN)
     return await keys.list_api_keys(services.db, owner)
 
@@ -129,14 +131,14 @@ async def revoke_api_key(services: Services, caller: Caller, key_id: str) -> Non
     services.changes.notify(API_KEYS)
 
 
-async def create_node_token(services: Services, caller: Caller, name: str) -> tuple[NodeToken, str]:
+async def create_node_token(services: Services, caller: Caller, name: str) -> tuple[NodeTokenRow, str]:
     caller.require(ADMIN)
     if not name.strip() or len(name) > MAX_NAME_CHARS:
         raise InvalidArgument(f"name: 1 to {MAX_NAME_CHARS} characters")
     return await keys.create_node_token(services.db, name)
 
 
-async def list_node_tokens(services: Services, caller: Caller) -> list[NodeToken]:
+async def list_node_tokens(services: Services, caller: Caller) -> list[NodeTokenRow]:
     caller.require(ADMIN)
     return await keys.list_node_tokens(services.db)
 
@@ -194,7 +196,7 @@ async def load_engine(
     loading, and `list_nodes` shows when it is ready or why it failed."""
     caller.require(ADMIN)
     async with services.db.session() as s:
-        engine = await s.get(Engine, engine_id)
+        engine = await s.get(EngineRow, engine_id)
     if engine is None:
         raise NotFound(f"engine {engine_id} not found")
     wanted = engine.model_revision if revision is None else revision
@@ -236,7 +238,7 @@ def _connected(services: Services, node_id: str) -> NodeSession:
     return session
 
 
-def _view(row: Node | None, session: NodeSession | None, node_id: str) -> NodeView:
+def _view(row: NodeRow | None, session: NodeSession | None, node_id: str) -> NodeView:
     drain_reason = row.drain_reason if row is not None else None
     if session is None:
         assert row is not None

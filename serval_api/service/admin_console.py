@@ -21,13 +21,13 @@ from sqlalchemy import func, select
 
 from serval_api.auth import ADMIN, Caller
 from serval_api.db.models import (
-    ApiKey,
-    Build,
+    ApiKeyRow,
+    BuildRow,
     BuildState,
     DeliveryState,
-    Engine,
-    Webhook,
-    WebhookDelivery,
+    EngineRow,
+    WebhookDeliveryRow,
+    WebhookRow,
     utcnow,
 )
 from serval_api.errors import Unavailable
@@ -200,19 +200,19 @@ async def _builds(services: Services) -> BuildsView:
     async with services.db.session() as s:
         unfinished = (
             await s.execute(
-                select(Build, Engine.type)
-                .join(Engine, Engine.id == Build.engine_id)
-                .where(Build.state.in_(live))
-                .order_by(Build.date_created, Build.id)
+                select(BuildRow, EngineRow.type)
+                .join(EngineRow, EngineRow.id == BuildRow.engine_id)
+                .where(BuildRow.state.in_(live))
+                .order_by(BuildRow.date_created, BuildRow.id)
                 .limit(MAX_RUNNING_BUILDS)
             )
         ).all()
         faulted = (
             await s.execute(
-                select(Build, Engine.type)
-                .join(Engine, Engine.id == Build.engine_id)
-                .where(Build.state == BuildState.FAULTED.value, Build.date_finished >= since)
-                .order_by(Build.date_finished.desc(), Build.id)
+                select(BuildRow, EngineRow.type)
+                .join(EngineRow, EngineRow.id == BuildRow.engine_id)
+                .where(BuildRow.state == BuildState.FAULTED.value, BuildRow.date_finished >= since)
+                .order_by(BuildRow.date_finished.desc(), BuildRow.id)
                 .limit(RECENT_FAILURES)
             )
         ).all()
@@ -230,17 +230,17 @@ async def _with_history(services: Services, view: BuildsView) -> BuildsView:
     async with services.db.session() as s:
         recent = (
             await s.execute(
-                select(Build, Engine.type)
-                .join(Engine, Engine.id == Build.engine_id)
-                .order_by(Build.date_created.desc(), Build.id)
+                select(BuildRow, EngineRow.type)
+                .join(EngineRow, EngineRow.id == BuildRow.engine_id)
+                .order_by(BuildRow.date_created.desc(), BuildRow.id)
                 .limit(RECENT_BUILDS)
             )
         ).all()
     return dataclasses.replace(view, recent=[build_view(build, kind) for build, kind in recent])
 
 
-def build_view(build: Build, engine_type: str) -> BuildView:
-    phase = build.phases[-1] if build.phases else {}
+def build_view(build: BuildRow, engine_type: str) -> BuildView:
+    phase = build.phases[-1] if build.phases else None
     return BuildView(
         id=build.id,
         engine_id=build.engine_id,
@@ -251,9 +251,9 @@ def build_view(build: Build, engine_type: str) -> BuildView:
         progress=build.progress,
         message=build.message,
         queue_depth=build.queue_depth,
-        phase=phase.get("stage"),
-        step=phase.get("step"),
-        step_count=phase.get("stepCount"),
+        phase=None if phase is None else phase.stage,
+        step=None if phase is None else phase.step,
+        step_count=None if phase is None else phase.step_count,
         date_created=build.date_created,
         date_started=build.date_started,
         date_finished=build.date_finished,
@@ -265,29 +265,31 @@ async def _summary(services: Services) -> SummaryView:
     async with services.db.session() as s:
         engines = (
             await s.execute(
-                select(Engine.owner, Engine.type, func.count())
-                .group_by(Engine.owner, Engine.type)
-                .order_by(Engine.owner, Engine.type)
+                select(EngineRow.owner, EngineRow.type, func.count())
+                .group_by(EngineRow.owner, EngineRow.type)
+                .order_by(EngineRow.owner, EngineRow.type)
             )
         ).all()
         keys = (
-            await s.execute(select(ApiKey.owner, ApiKey.revoked_at, ApiKey.expires_at, ApiKey.engine_id))
+            await s.execute(
+                select(ApiKeyRow.owner, ApiKeyRow.revoked_at, ApiKeyRow.expires_at, ApiKeyRow.engine_id)
+            )
         ).all()
-        hooks = (await s.execute(select(func.count()).select_from(Webhook))).scalar_one()
+        hooks = (await s.execute(select(func.count()).select_from(WebhookRow))).scalar_one()
         pending, retrying, oldest = (
             await s.execute(
                 select(
                     func.count(),
-                    func.count().filter(WebhookDelivery.attempts > 0),
-                    func.min(WebhookDelivery.created_at),
-                ).where(WebhookDelivery.state == DeliveryState.PENDING.value)
+                    func.count().filter(WebhookDeliveryRow.attempts > 0),
+                    func.min(WebhookDeliveryRow.created_at),
+                ).where(WebhookDeliveryRow.state == DeliveryState.PENDING.value)
             )
         ).one()
         failed = (
             await s.execute(
                 select(func.count()).where(
-                    WebhookDelivery.state == DeliveryState.FAILED.value,
-                    WebhookDelivery.created_at >= now - timedelta(days=1),
+                    WebhookDeliveryRow.state == DeliveryState.FAILED.value,
+                    WebhookDeliveryRow.created_at >= now - timedelta(days=1),
                 )
             )
         ).scalar_one()

@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import and_, func, or_, select
 
 from serval_api.auth import ADMIN, Caller
-from serval_api.db.models import ApiKey, Build, Engine, utcnow
+from serval_api.db.models import ApiKeyRow, BuildRow, EngineRow, utcnow
 from serval_api.service.admin_console import BuildView, build_view
 from serval_api.service.context import Services
 from serval_api.service.text_translation import public_base_model
@@ -91,36 +91,36 @@ async def list_engines(services: Services, caller: Caller) -> list[EngineView]:
         engines = list(
             (
                 await s.execute(
-                    select(Engine).order_by(Engine.date_created.desc(), Engine.id).limit(MAX_ENGINES)
+                    select(EngineRow).order_by(EngineRow.date_created.desc(), EngineRow.id).limit(MAX_ENGINES)
                 )
             ).scalars()
         )
         ids = [engine.id for engine in engines]
         newest = (
-            select(Build.engine_id, func.max(Build.date_created).label("created"))
-            .where(Build.engine_id.in_(ids))
-            .group_by(Build.engine_id)
+            select(BuildRow.engine_id, func.max(BuildRow.date_created).label("created"))
+            .where(BuildRow.engine_id.in_(ids))
+            .group_by(BuildRow.engine_id)
             .subquery()
         )
         builds = (
             await s.execute(
-                select(Build, Engine.type)
-                .join(Engine, Engine.id == Build.engine_id)
+                select(BuildRow, EngineRow.type)
+                .join(EngineRow, EngineRow.id == BuildRow.engine_id)
                 .join(
                     newest,
-                    and_(Build.engine_id == newest.c.engine_id, Build.date_created == newest.c.created),
+                    and_(BuildRow.engine_id == newest.c.engine_id, BuildRow.date_created == newest.c.created),
                 )
             )
         ).all()
         keys = (
             await s.execute(
-                select(ApiKey)
+                select(ApiKeyRow)
                 .where(
-                    ApiKey.engine_id.in_(ids),
-                    ApiKey.revoked_at.is_(None),
-                    or_(ApiKey.expires_at.is_(None), ApiKey.expires_at > now),
+                    ApiKeyRow.engine_id.in_(ids),
+                    ApiKeyRow.revoked_at.is_(None),
+                    or_(ApiKeyRow.expires_at.is_(None), ApiKeyRow.expires_at > now),
                 )
-                .order_by(ApiKey.created_at, ApiKey.id)
+                .order_by(ApiKeyRow.created_at, ApiKeyRow.id)
             )
         ).scalars()
         last: dict[str, BuildView] = {}
@@ -154,7 +154,7 @@ async def engine_names(services: Services, engine_ids: Collection[str]) -> dict[
     if not wanted:
         return {}
     async with services.db.session() as s:
-        rows = (await s.execute(select(Engine.id, Engine.name).where(Engine.id.in_(wanted)))).all()
+        rows = (await s.execute(select(EngineRow.id, EngineRow.name).where(EngineRow.id.in_(wanted)))).all()
     return {engine_id: name for engine_id, name in rows if name}
 
 

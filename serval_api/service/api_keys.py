@@ -26,14 +26,14 @@ from serval_api.auth import (
     READ_API_KEYS,
     Caller,
 )
-from serval_api.db.models import ApiKey, utcnow
+from serval_api.db.models import ApiKeyRow, utcnow
 from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import keys, limits
 from serval_api.service.changes import API_KEYS
 from serval_api.service.context import Services
 
-CLIENT_ID_CHARS = limits.column_width(ApiKey, "owner")
-NAME_CHARS = limits.column_width(ApiKey, "name")
+CLIENT_ID_CHARS = limits.column_width(ApiKeyRow, "owner")
+NAME_CHARS = limits.column_width(ApiKeyRow, "name")
 MAX_SCOPES = 64
 """More scopes than there are (grantable ones are fewer): a list this long is no mistake to read."""
 LATEST_EXPIRY = datetime(9999, 1, 1, tzinfo=UTC)
@@ -47,7 +47,7 @@ async def create(
     name: str,
     scopes: Sequence[str],
     expires_at: datetime | None = None,
-) -> tuple[ApiKey, str]:
+) -> tuple[ApiKeyRow, str]:
     """A new key for `client_id` and its plaintext, which is never stored and never shown again."""
     caller.require(CREATE_API_KEYS)
     client_id = _required_text("clientId", client_id, CLIENT_ID_CHARS)
@@ -57,22 +57,22 @@ async def create(
     return await keys.create_api_key(services.db, client_id, granted, name=name, expires_at=expires_at)
 
 
-async def list_keys(services: Services, caller: Caller, client_id: str | None = None) -> list[ApiKey]:
+async def list_keys(services: Services, caller: Caller, client_id: str | None = None) -> list[ApiKeyRow]:
     """Every key, revoked and expired ones too, oldest first; `client_id`: only that owner's."""
     caller.require(READ_API_KEYS)
-    query = select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)
+    query = select(ApiKeyRow).order_by(ApiKeyRow.created_at, ApiKeyRow.id)
     if client_id is not None:
         if len(client_id) > CLIENT_ID_CHARS or "\x00" in client_id:
             return []  # no key can be this owner's
-        query = query.where(ApiKey.owner == client_id)
+        query = query.where(ApiKeyRow.owner == client_id)
     async with services.db.session() as s:
         return list((await s.scalars(query)).all())
 
 
-async def get(services: Services, caller: Caller, key_id: str) -> ApiKey:
+async def get(services: Services, caller: Caller, key_id: str) -> ApiKeyRow:
     caller.require(READ_API_KEYS)
     async with services.db.session() as s:
-        record = await s.get(ApiKey, key_id) if limits.can_be_id(key_id) else None
+        record = await s.get(ApiKeyRow, key_id) if limits.can_be_id(key_id) else None
     if record is None:
         raise NotFound(f"API key {limits.shown(key_id)} not found")
     return record
@@ -83,7 +83,7 @@ async def revoke(services: Services, caller: Caller, key_id: str) -> None:
     its record stays, with `revokedAt`. Revoking a revoked key changes nothing."""
     caller.require(DELETE_API_KEYS)
     async with services.db.session() as s:
-        record = await s.get(ApiKey, key_id) if limits.can_be_id(key_id) else None
+        record = await s.get(ApiKeyRow, key_id) if limits.can_be_id(key_id) else None
         if record is None:
             raise NotFound(f"API key {limits.shown(key_id)} not found")
         record.revoked_at = record.revoked_at or utcnow()

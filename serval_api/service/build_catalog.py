@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import Caller
-from serval_api.db.models import Corpus, DataFile
+from serval_api.db.models import CorpusRow, DataFileRow
 from serval_api.errors import InvalidArgument
 from serval_api.service import corpus_files, limits
 from serval_api.service.build_corpora import CorpusFilter, PretranslateEntry, TrainingEntry, WordAlignEntry
@@ -67,7 +67,7 @@ async def owned_locations(s: AsyncSession, caller: Caller, pc: ParallelSource) -
         files = []
         for file in corpus.files:
             match = corpus_files.FILE_LOCATION.match(file.location)
-            record = await s.get(DataFile, match.group(1)) if match else None
+            record = await s.get(DataFileRow, match.group(1)) if match else None
             if record is None or record.owner != caller.owner:
                 raise InvalidArgument(
                     f"corpus {limits.shown(corpus.id)}: location {limits.shown(file.location)} "
@@ -88,10 +88,10 @@ async def stored_catalog(s: AsyncSession, engine_id: str) -> list[ParallelSource
     stored = await engine_parallel_corpora(s, engine_id)
     engine_corpora = await engine_corpora_of(s, engine_id)
     corpus_ids = {c for pc in stored for c in (*pc.source_corpus_ids, *pc.target_corpus_ids)}
-    corpora = {c: await s.get(Corpus, c) for c in corpus_ids}
+    corpora = {c: await s.get(CorpusRow, c) for c in corpus_ids}
     file_ids = {f["fileId"] for corpus in corpora.values() if corpus for f in corpus.files}
     file_ids |= {f["fileId"] for ec in engine_corpora for f in (*ec.source_files, *ec.target_files)}
-    files = {f: await s.get(DataFile, f) for f in file_ids}
+    files = {f: await s.get(DataFileRow, f) for f in file_ids}
 
     def file_sources(entries: list[Any]) -> tuple[CorpusFileSource, ...]:
         return tuple(

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from serval_api.db.models.build_record import Diagnostic
 from serval_api.errors import InvalidArgument
 from serval_api.service import diagnostics, limits
-from serval_api.service.diagnostics import Diagnostic
 
 SCRIPTURE_RANGE_CHARS = 1000
 

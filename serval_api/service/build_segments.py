@@ -18,14 +18,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from serval_api.db.models import Engine
+from serval_api.db.models import EngineRow
+from serval_api.db.models.build_record import Diagnostic, ExecutionData, VerseCount
 from serval_api.service import corpus_files, diagnostics
 from serval_api.service.build_catalog import entry_filters
 from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry, WordAlignEntry
 from serval_api.service.corpus_files import PARALLEL_CORPUS, MonolingualSource, ParallelSource, TextFilter
-from serval_api.service.diagnostics import Diagnostic
 from serval_api.service.file_contents import Downloads
-from serval_api.service.verse_counts import VerseCount, filtered_by_chapter, verse_count
+from serval_api.service.verse_counts import filtered_by_chapter, verse_count
 from serval_common.families import family
 from serval_common.languages import NLLB_LANGUAGE_CODE_SET, resolve_language
 
@@ -52,7 +52,7 @@ class ExportPlan:
     """A word-alignment build's pairs to align (`WORD_ALIGN_INPUT`); None for a translation build."""
     word_align_on: list[WordAlignEntry] | None = None
     train_segments_through: int | None = None
-    """The highest `TrainSegment.id` among the train-segment pairs the build trains on (None: none)."""
+    """The highest `TrainSegmentRow.id` among the train-segment pairs the build trains on (None: none)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     """The warnings as Serval 1.20's diagnostics (`service/diagnostics.py`)."""
     train_verse_count: VerseCount = field(default_factory=dict)
@@ -61,41 +61,41 @@ class ExportPlan:
     inference_filtered_by_chapter: bool = False
     """Whether `pretranslate` (or a word-alignment build's `wordAlignOn`) chose chapters."""
 
-    def execution_data(self, engine: Engine, model_name: str | None = None) -> dict[str, Any]:
+    def execution_data(self, engine: EngineRow, model_name: str | None = None) -> ExecutionData:
         """What the build's execution data starts as; `model_name`: the base model an `nmt` build
         starts from, whose languages Serval's `MODEL-` diagnostics are about."""
-        shared = {
-            "trainCount": len(self.pairs),
-            "isTrainFilteredByChapter": self.train_filtered_by_chapter,
-            "trainVerseCount": self.train_verse_count,
+        shared: dict[str, Any] = {
+            "train_count": len(self.pairs),
+            "is_train_filtered_by_chapter": self.train_filtered_by_chapter,
+            "train_verse_count": self.train_verse_count,
             "warnings": self.warnings,
-            "engineSourceLanguageTag": engine.source_language,
-            "engineTargetLanguageTag": engine.target_language,
+            "engine_source_language_tag": engine.source_language,
+            "engine_target_language_tag": engine.target_language,
         }
         if self.word_align_rows is not None:
-            return {
+            aligned = ExecutionData(
                 **shared,
-                "wordAlignCount": len(self.word_align_rows),
-                "isWordAlignFilteredByChapter": self.inference_filtered_by_chapter,
-                "wordAlignVerseCount": verse_count(r["targetRefs"] for r in self.word_align_rows),
-                **diagnostics.merged(None, self.diagnostics),
-            }
+                word_align_count=len(self.word_align_rows),
+                is_word_align_filtered_by_chapter=self.inference_filtered_by_chapter,
+                word_align_verse_count=verse_count(r["targetRefs"] for r in self.word_align_rows),
+            )
+            return diagnostics.merged(aligned, self.diagnostics)
         model_checks = (
             _model_diagnostics(engine, len(self.pairs), model_name)
             if family(engine.type).takes_base_model and model_name is not None
             else []
         )
-        return {
+        translated = ExecutionData(
             **shared,
-            "trainSegmentCount": self.train_segment_count,
-            "pretranslateCount": len(self.pretranslate_rows),
-            "isPretranslateFilteredByChapter": self.inference_filtered_by_chapter,
-            "pretranslateVerseCount": verse_count(r["targetRefs"] for r in self.pretranslate_rows),
-            **diagnostics.merged(None, [*self.diagnostics, *model_checks]),
-        }
+            train_segment_count=self.train_segment_count,
+            pretranslate_count=len(self.pretranslate_rows),
+            is_pretranslate_filtered_by_chapter=self.inference_filtered_by_chapter,
+            pretranslate_verse_count=verse_count(r["targetRefs"] for r in self.pretranslate_rows),
+        )
+        return diagnostics.merged(translated, [*self.diagnostics, *model_checks])
 
 
-def _model_diagnostics(engine: Engine, train_count: int, model_name: str) -> list[Diagnostic]:
+def _model_diagnostics(engine: EngineRow, train_count: int, model_name: str) -> list[Diagnostic]:
     """Serval's checks of an NMT build (`NmtPreprocessBuildJob.GetDiagnostics`): few segments to
     train on, and languages the base model (NLLB-200) does not know."""
     found = []
@@ -117,7 +117,7 @@ def _model_diagnostics(engine: Engine, train_count: int, model_name: str) -> lis
 def plan_segments(
     store: Downloads,
     corpora: list[ParallelSource],
-    engine: Engine,
+    engine: EngineRow,
     segment_pairs: list[tuple[str, str]],
 ) -> ExportPlan:
     """Blocking: read every file once and pair the segments; the engine's train-segment pairs
@@ -225,7 +225,7 @@ def _one_line(text: str) -> str:
 
 
 def _check_languages(
-    pc: ParallelSource, engine: Engine, warnings: list[str], found: list[Diagnostic]
+    pc: ParallelSource, engine: EngineRow, warnings: list[str], found: list[Diagnostic]
 ) -> None:
     for side, corpora, engine_code, engine_tag in (
         ("source", pc.source, engine.source_code, engine.source_language),

@@ -21,8 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import UPDATE_ENGINES, Caller
-from serval_api.builds.launcher import JobSpec, LaunchRefused
-from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
+from serval_api.db.models import TRANSLATION_TYPES, BuildRow, BuildState, EngineRow, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, ServalError
 from serval_api.service import (
     build_corpora,
@@ -45,18 +44,20 @@ from serval_api.service.builds import running_build
 from serval_api.service.changes import engine_key, owner_builds_key
 from serval_api.service.context import Services
 from serval_api.service.deployment import service_version
-from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
+from serval_api.service.engines import owned_engine
 from serval_api.service.keys import hash_secret, new_id
+from serval_api.service.launcher import LaunchRefused
 from serval_api.service.options_json import UNPARSABLE
 from serval_api.webhooks.outbox import enqueue_build_events
 from serval_common.build_options import (
     MICRO_BUILD_OPTION,
-    BuildOptions,
     BuildOptionsError,
     JobOptions,
+    NmtBuildOptions,
     is_micro_build,
 )
 from serval_common.families import family
+from serval_common.jobs import JobSpec
 from serval_common.languages import inference_only_refusal
 from serval_common.manifest import ManifestError, base_model_folder, read_manifest, store_unavailable
 from serval_common.names import InvalidName
@@ -81,7 +82,7 @@ async def start_build(
     types: frozenset[EngineType] = TRANSLATION_TYPES,
     model: str | None = None,
     supersede: bool = True,
-) -> Build:
+) -> BuildRow:
     """Omitted `train_on` trains on all the engine's parallel corpora and engine corpora (none:
     inference-only); empty `train_on` is an inference-only build. `catalog` (gRPC) holds the corpora
     the request carries, which the entries then name instead of the engine's stored ones.
@@ -177,7 +178,7 @@ async def _supersede_micro_build(
 async def _refuse_duplicate(s: AsyncSession, engine_id: str, build_id: str | None) -> None:
     if await running_build(s, engine_id) is not None:
         raise Conflict(f"engine {engine_id} already has a build pending or running")
-    if build_id is not None and await s.get(Build, build_id) is not None:
+    if build_id is not None and await s.get(BuildRow, build_id) is not None:
         raise Conflict(f"build {build_id} already exists")
 
 
@@ -186,7 +187,7 @@ async def _checked_options(
 ) -> JobOptions:
     """The build's options parsed for its engine type, and the base model they name checked."""
     parsed = _check_options(engine_type, options)
-    if isinstance(parsed, BuildOptions) and parsed.base_model is not None:
+    if isinstance(parsed, NmtBuildOptions) and parsed.base_model is not None:
         await _check_base_model(
             services, parsed.base_model, "model" if model is not None else "options.baseModel"
         )
@@ -204,7 +205,7 @@ async def _record_build(
     parsed: JobOptions,
     plan: build_segments.ExportPlan,
     types: frozenset[EngineType],
-) -> tuple[Build, JobSpec]:
+) -> tuple[BuildRow, JobSpec]:
     """The Pending build, recorded with its engine marked building and its webhook events queued,
     and announced; its job's spec."""
     token = secrets.token_urlsafe(32)
@@ -213,7 +214,7 @@ async def _record_build(
         async with services.db.session() as s:
             engine = await owned_engine(s, caller, engine_id, lock=True, types=types)
             await _refuse_duplicate(s, engine_id, build_id)
-            build = Build(
+            build = BuildRow(
                 id=build_id or new_id(),
                 engine_id=engine_id,
                 owner=caller.owner,
@@ -247,7 +248,7 @@ async def _record_build(
 
 
 async def _write_and_launch(
-    services: Services, build: Build, plan: build_segments.ExportPlan, spec: JobSpec
+    services: Services, build: BuildRow, plan: build_segments.ExportPlan, spec: JobSpec
 ) -> None:
     """The build's files written and its job launched; a failure faults the build. The answer is
     the build as created, Pending at revision 1, whatever follows: a client long-polls for
@@ -268,7 +269,9 @@ async def _write_and_launch(
         await fault_build(services, build.id, message)
 
 
-def job_spec(services: Services, build: Build, engine: Engine, *, train: bool, job_token: str) -> JobSpec:
+def job_spec(
+    services: Services, build: BuildRow, engine: EngineRow, *, train: bool, job_token: str
+) -> JobSpec:
     return JobSpec(
         build_id=build.id,
         engine_id=engine.id,
@@ -303,7 +306,7 @@ def _noting_ignored_options(
     if not ignored:
         return plan
     note = diagnostics.ignored_options(engine_type, ignored)
-    return replace(plan, warnings=[*plan.warnings, note["message"]], diagnostics=[*plan.diagnostics, note])
+    return replace(plan, warnings=[*plan.warnings, note.message], diagnostics=[*plan.diagnostics, note])
 
 
 STORE_DOWN = (
@@ -334,7 +337,7 @@ async def _checked_options_or_store_down(
         return _check_options(engine_type, options), e.cause
 
 
-async def _fault_store_down(services: Services, build: Build, cause: Exception, what: str) -> None:
+async def _fault_store_down(services: Services, build: BuildRow, cause: Exception, what: str) -> None:
     """Fault `build`, started while the model store is down, with `STORE_DOWN`. Nothing of the build
     is in the store to discard (its job never ran), and a store that hangs would hold the answer
     once more for nothing: the store sweep removes whatever is left."""
@@ -346,7 +349,7 @@ async def _fault_store_down(services: Services, build: Build, cause: Exception, 
 def _model_name(services: Services, options: JobOptions) -> str | None:
     """The base model a build starts from (its `baseModel`, or the default); None for an engine
     type without base models."""
-    if not isinstance(options, BuildOptions):
+    if not isinstance(options, NmtBuildOptions):
         return None
     return options.base_model or services.settings.jobs.default_base_model
 

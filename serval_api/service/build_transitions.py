@@ -14,28 +14,28 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import UPDATE_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Engine, EngineType, utcnow
+from serval_api.db.models import TRANSLATION_TYPES, BuildRow, BuildState, EngineRow, EngineType, utcnow
 from serval_api.errors import NotFound
 from serval_api.service import diagnostics, pretranslations, revisions
 from serval_api.service.builds import running_build
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
 from serval_api.service.context import Services
-from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
+from serval_api.service.engines import owned_engine
 from serval_api.webhooks.outbox import WEBHOOK_DELIVERIES, enqueue_build_events
 
 log = logging.getLogger(__name__)
 
 
 async def apply_job_change(
-    services: Services, build_id: str, change: Callable[[Build, Engine], None]
-) -> Build | None:
+    services: Services, build_id: str, change: Callable[[BuildRow, EngineRow], None]
+) -> BuildRow | None:
     """Apply a change a build job reported; returns None (and changes nothing) once the build
     has finished, so a late or repeated report cannot resurrect it."""
     async with services.db.session() as s:
         # Engine before build: the order every writer locks in, so two writers never deadlock.
-        engine_id = await s.scalar(select(Build.engine_id).where(Build.id == build_id))
-        engine = None if engine_id is None else await s.get(Engine, engine_id, with_for_update=True)
-        build = await s.get(Build, build_id, with_for_update=True)
+        engine_id = await s.scalar(select(BuildRow.engine_id).where(BuildRow.id == build_id))
+        engine = None if engine_id is None else await s.get(EngineRow, engine_id, with_for_update=True)
+        build = await s.get(BuildRow, build_id, with_for_update=True)
         if build is None:
             raise NotFound(f"build {build_id} not found")
         if not build.build_state.is_running:
@@ -53,11 +53,11 @@ async def apply_job_change(
 
 async def fault_build(
     services: Services, build_id: str, message: str, *, discard: bool = True
-) -> Build | None:
+) -> BuildRow | None:
     """Fault a running build with `message` and discard the model revision it had begun (unless
     not `discard`: nothing was begun, and the store sweep removes any leftovers)."""
 
-    def fault(build: Build, _engine: Engine) -> None:
+    def fault(build: BuildRow, _engine: EngineRow) -> None:
         build.state = BuildState.FAULTED.value
         build.message = message
         build.date_finished = utcnow()
@@ -71,7 +71,7 @@ async def fault_build(
 
 async def cancel_current_build(
     services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
-) -> Build | None:
+) -> BuildRow | None:
     caller.require(UPDATE_ENGINES)
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id, lock=True, types=types)
@@ -87,13 +87,17 @@ async def cancel_current_build(
     return build
 
 
-def _cancel(build: Build, _engine: Engine) -> None:
+def _cancel(build: BuildRow, _engine: EngineRow) -> None:
     build.state = BuildState.CANCELED.value
     build.date_finished = utcnow()
 
 
 async def _transition(
-    services: Services, s: AsyncSession, build: Build, engine: Engine, change: Callable[[Build, Engine], None]
+    services: Services,
+    s: AsyncSession,
+    build: BuildRow,
+    engine: EngineRow,
+    change: Callable[[BuildRow, EngineRow], None],
 ) -> int:
     """`change` applied to a running build, locked with its engine in session `s`: the build's
     revision bumped, the engine's `is_building` kept in step, the webhook events queued (how many)."""
@@ -106,7 +110,7 @@ async def _transition(
     )
 
 
-def _announce(services: Services, build: Build, hooked: int) -> None:
+def _announce(services: Services, build: BuildRow, hooked: int) -> None:
     """Wake the long polls on the build, its engine and its owner's builds, and the webhook workers."""
     services.changes.notify(
         build_key(build.id),
@@ -119,7 +123,7 @@ def _announce(services: Services, build: Build, hooked: int) -> None:
 async def record_job_ref(services: Services, build_id: str, job_ref: str) -> None:
     """Internal bookkeeping, not part of the build's wire shape, so the revision stays."""
     async with services.db.session() as s:
-        await s.execute(update(Build).where(Build.id == build_id).values(job_ref=job_ref))
+        await s.execute(update(BuildRow).where(BuildRow.id == build_id).values(job_ref=job_ref))
 
 
 def webhook_wakeup(deliveries: int) -> tuple[str, ...]:

@@ -11,12 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, EngineType
+from serval_api.db.models import TRANSLATION_TYPES, BuildRow, BuildState, EngineType
 from serval_api.errors import NotFound
 from serval_api.service import limits
 from serval_api.service.changes import build_key, engine_key
 from serval_api.service.context import Services
-from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
+from serval_api.service.engines import owned_engine
 from serval_api.service.long_poll import wait_until
 from serval_common.aio import wait_changed
 
@@ -31,13 +31,13 @@ async def get_build(
     *,
     min_revision: int | None = None,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> Build:
+) -> BuildRow:
     caller.require(READ_ENGINES)
 
-    async def read() -> Build:
+    async def read() -> BuildRow:
         async with services.db.session() as s:
             await owned_engine(s, caller, engine_id, types=types)
-            build = await s.get(Build, build_id) if limits.can_be_id(build_id) else None
+            build = await s.get(BuildRow, build_id) if limits.can_be_id(build_id) else None
             if build is None or build.engine_id != engine_id:
                 raise NotFound(f"build {limits.shown(build_id)} not found")
             return build
@@ -53,11 +53,15 @@ async def get_build(
 
 async def list_builds(
     services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
-) -> list[Build]:
+) -> list[BuildRow]:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id, types=types)
-        query = select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created, Build.id)
+        query = (
+            select(BuildRow)
+            .where(BuildRow.engine_id == engine_id)
+            .order_by(BuildRow.date_created, BuildRow.id)
+        )
         return list((await s.scalars(query)).all())
 
 
@@ -68,13 +72,13 @@ async def current_build(
     *,
     min_revision: int | None = None,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> Build | None:
+) -> BuildRow | None:
     """The Pending/Active build, or None. With `min_revision`, the engine's latest build counts
     too once it has reached that revision, so a poller sees the outcome of a build that finished
     before (or while) it polled instead of a bare 204."""
     caller.require(READ_ENGINES)
 
-    async def read() -> Build | None:
+    async def read() -> BuildRow | None:
         async with services.db.session() as s:
             await owned_engine(s, caller, engine_id, types=types)
             build = await running_build(s, engine_id)
@@ -93,34 +97,36 @@ async def current_build(
     )
 
 
-async def running_build(s: AsyncSession, engine_id: str, *, lock: bool = False) -> Build | None:
+async def running_build(s: AsyncSession, engine_id: str, *, lock: bool = False) -> BuildRow | None:
     """The engine's Pending or Active build (at most one), locked for update when `lock`."""
-    query = select(Build).where(Build.engine_id == engine_id, Build.state.in_(_RUNNING_STATES))
+    query = select(BuildRow).where(BuildRow.engine_id == engine_id, BuildRow.state.in_(_RUNNING_STATES))
     return (await s.scalars(query.with_for_update() if lock else query)).first()
 
 
-async def _latest_build(s: AsyncSession, engine_id: str) -> Build | None:
+async def _latest_build(s: AsyncSession, engine_id: str) -> BuildRow | None:
     query = (
-        select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created.desc(), Build.id.desc())
+        select(BuildRow)
+        .where(BuildRow.engine_id == engine_id)
+        .order_by(BuildRow.date_created.desc(), BuildRow.id.desc())
     )
     return (await s.scalars(query.limit(1))).first()
 
 
 async def watch_build(
     services: Services, caller: Caller, engine_id: str, build_id: str | None = None, *, min_revision: int = 0
-) -> AsyncGenerator[tuple[Build, int], None]:
+) -> AsyncGenerator[tuple[BuildRow, int], None]:
     """Yield `(build, engine model revision)` once per build revision ≥ `min_revision`, ending
     after the build reaches a final state. No `build_id` follows the engine's current build.
     Nothing is registered for wake-ups until a read found the build the caller's, and no wake-up
     is held while the caller reads an update."""
     caller.require(READ_ENGINES)
 
-    async def read(followed: str | None) -> tuple[Build, int]:
+    async def read(followed: str | None) -> tuple[BuildRow, int]:
         async with services.db.session() as s:
             if followed is None:
                 build = await running_build(s, engine_id)
             else:
-                build = await s.get(Build, followed) if limits.can_be_id(followed) else None
+                build = await s.get(BuildRow, followed) if limits.can_be_id(followed) else None
             # The engine after the build: under READ COMMITTED each statement sees what was committed
             # before it began, so a completed build is never paired with the revision before it.
             engine = await owned_engine(s, caller, engine_id)

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, Engine, EngineType, utcnow
+from serval_api.db.models import TRANSLATION_TYPES, BuildRow, EngineRow, utcnow
 from serval_api.errors import InvalidArgument
 from serval_api.service import limits
 from serval_api.service.changes import owner_builds_key
@@ -58,36 +58,37 @@ def parse_timestamp(name: str, value: str | None) -> datetime:
         ) from None
 
 
-TRANSLATION_TYPES = tuple(t.value for t in EngineType if not t.is_word_alignment)
-
-
-def _translation_builds(owner: str) -> Select[Build]:
+def _translation_builds(owner: str) -> Select[BuildRow]:
     """The owner's builds of translation engines."""
     return (
-        select(Build)
-        .join(Engine, Engine.id == Build.engine_id)
-        .where(Build.owner == owner, Engine.type.in_(TRANSLATION_TYPES))
+        select(BuildRow)
+        .join(EngineRow, EngineRow.id == BuildRow.engine_id)
+        .where(BuildRow.owner == owner, EngineRow.type.in_([t.value for t in TRANSLATION_TYPES]))
     )
 
 
-async def builds_created_after(services: Services, caller: Caller, created_after: str | None) -> list[Build]:
+async def builds_created_after(
+    services: Services, caller: Caller, created_after: str | None
+) -> list[BuildRow]:
     """The caller's builds created after `created_after` (all of them without it), oldest first."""
     caller.require(READ_ENGINES)
     query = _translation_builds(caller.owner)
     if created_after is not None:
-        query = query.where(Build.date_created > parse_timestamp("created-after", created_after))
+        query = query.where(BuildRow.date_created > parse_timestamp("created-after", created_after))
     async with services.db.session() as s:
-        return list((await s.scalars(query.order_by(Build.date_created, Build.id))).all())
+        return list((await s.scalars(query.order_by(BuildRow.date_created, BuildRow.id))).all())
 
 
-async def next_finished(services: Services, caller: Caller, finished_after: str | None) -> Build:
+async def next_finished(services: Services, caller: Caller, finished_after: str | None) -> BuildRow:
     """The caller's build that finished first after `finished_after` (a build id, or a date-time;
     see the module's docstring), waiting for one up to the long-poll window (then 408)."""
     caller.require(READ_ENGINES)
     after = await _finished_after(services, caller, finished_after)
-    query = _translation_builds(caller.owner).where(after).order_by(Build.date_finished, Build.id).limit(1)
+    query = (
+        _translation_builds(caller.owner).where(after).order_by(BuildRow.date_finished, BuildRow.id).limit(1)
+    )
 
-    async def read() -> Build | None:
+    async def read() -> BuildRow | None:
         async with services.db.session() as s:
             return (await s.scalars(query)).first()
 
@@ -110,10 +111,12 @@ async def _finished_after(services: Services, caller: Caller, value: str | None)
     text = (value or "").strip()
     if text and limits.can_be_id(text):
         async with services.db.session() as s:
-            named = (await s.scalars(_translation_builds(caller.owner).where(Build.id == text))).first()
+            named = (await s.scalars(_translation_builds(caller.owner).where(BuildRow.id == text))).first()
         if named is not None:
             since = named.date_finished or utcnow()
-            return or_(Build.date_finished > since, and_(Build.date_finished == since, Build.id > named.id))
+            return or_(
+                BuildRow.date_finished > since, and_(BuildRow.date_finished == since, BuildRow.id > named.id)
+            )
     if text and _DATE_SHAPED.match(text):
-        return Build.date_finished > parse_timestamp("finished-after", text)
-    return Build.date_finished > utcnow()
+        return BuildRow.date_finished > parse_timestamp("finished-after", text)
+    return BuildRow.date_finished > utcnow()

@@ -24,7 +24,8 @@ from typing import Any
 from sqlalchemy import select
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Pretranslation
+from serval_api.db.models import BuildRow, BuildState, PretranslationRow
+from serval_api.db.models.build_record import ExecutionData
 from serval_api.errors import NotBuilt
 from serval_api.service import diagnostics
 from serval_api.service.context import Services
@@ -58,15 +59,15 @@ async def list_confidences(
         if engine.model_revision == 0:
             raise NotBuilt(f"engine {engine.id} has no completed build, so no pretranslations")
         query = (
-            select(Pretranslation.source_refs, Pretranslation.target_refs, Pretranslation.confidence)
-            .join(Build, Build.id == Pretranslation.build_id)
+            select(PretranslationRow.source_refs, PretranslationRow.target_refs, PretranslationRow.confidence)
+            .join(BuildRow, BuildRow.id == PretranslationRow.build_id)
             .where(
-                Pretranslation.engine_id == engine.id,
-                Pretranslation.model_revision == engine.drafts_revision,
-                Pretranslation.corpus_id == parallel_corpus_id,
-                Build.state == BuildState.COMPLETED.value,
+                PretranslationRow.engine_id == engine.id,
+                PretranslationRow.model_revision == engine.drafts_revision,
+                PretranslationRow.corpus_id == parallel_corpus_id,
+                BuildRow.state == BuildState.COMPLETED.value,
             )
-            .order_by(Pretranslation.id)
+            .order_by(PretranslationRow.id)
         )
         rows = (await s.execute(query)).all()
     return [
@@ -106,14 +107,14 @@ class Summary:
     low_books: list[tuple[str, float]] = field(default_factory=list)
     """(book, its geometric mean) of each book below `LOW_CONFIDENCE`, in book order of first row."""
 
-    def execution_data(self, model_name: str) -> dict[str, Any]:
-        """What the build's execution data gains: the average and the low books' diagnostics."""
-        return {
-            "averagePretranslationConfidence": self.average,
-            "diagnostics": [
-                diagnostics.low_book_confidence(book, mean, model_name) for book, mean in self.low_books
-            ],
-        }
+    def execution_data(self, recorded: ExecutionData | None, model_name: str) -> ExecutionData:
+        """`recorded` with the average (Serval 1.20's `averagePretranslationConfidence`) and the
+        low books' diagnostics."""
+        with_average = (recorded or ExecutionData()).updated(average_pretranslation_confidence=self.average)
+        return diagnostics.merged(
+            with_average,
+            [diagnostics.low_book_confidence(book, mean, model_name) for book, mean in self.low_books],
+        )
 
 
 def summarize(rows: list[tuple[float | None, list[Any]]]) -> Summary:
@@ -135,9 +136,9 @@ def summarize(rows: list[tuple[float | None, list[Any]]]) -> Summary:
 async def build_summary(services: Services, build_id: str) -> Summary:
     """The confidences of the pretranslations a build streamed (read before it completes)."""
     query = (
-        select(Pretranslation.confidence, Pretranslation.target_refs)
-        .where(Pretranslation.build_id == build_id)
-        .order_by(Pretranslation.id)
+        select(PretranslationRow.confidence, PretranslationRow.target_refs)
+        .where(PretranslationRow.build_id == build_id)
+        .order_by(PretranslationRow.id)
     )
     async with services.db.session() as s:
         rows = [(confidence, list(refs)) for confidence, refs in (await s.execute(query)).all()]

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ParamSpec, Protocol, TypeVar
 
-from serval_api.builds.launcher import JobLauncher
 from serval_api.db.database import Database
 from serval_api.jwt_verifier import JwtVerifier
 from serval_api.routing.fleet import Fleet
 from serval_api.routing.work import AlignWork, Served, TrainSegmentWork, TranslateWork, WordGraphWork
 from serval_api.service.changes import ChangeNotifier
+from serval_api.service.launcher import JobLauncher
 from serval_api.service.lookups import Lookups
 from serval_api.service.quotas import Quotas
 from serval_api.service.store_calls import SharedCheck, StoreCalls

@@ -26,7 +26,7 @@ from serval_api.auth import (
     UPDATE_FILES,
     Caller,
 )
-from serval_api.db.models import Corpus, DataFile, ParallelCorpus, utcnow
+from serval_api.db.models import CorpusRow, DataFileRow, ParallelCorpusRow, utcnow
 from serval_api.errors import Conflict, InvalidArgument
 from serval_api.service import limits, owners
 from serval_api.service.context import Services
@@ -43,11 +43,11 @@ class CorpusFileRef:
     text_id: str | None = None
 
 
-async def owned_corpus(s: AsyncSession, caller: Caller, corpus_id: str, *, lock: bool = False) -> Corpus:
+async def owned_corpus(s: AsyncSession, caller: Caller, corpus_id: str, *, lock: bool = False) -> CorpusRow:
     """The caller's corpus: 404 when missing, 403 when another owner's (`owners.check_owner`)."""
     if not limits.can_be_id(corpus_id):
         raise owners.not_found("corpus", corpus_id)
-    corpus = await s.get(Corpus, corpus_id, with_for_update=True if lock else None)
+    corpus = await s.get(CorpusRow, corpus_id, with_for_update=True if lock else None)
     return owners.check_owner(corpus, caller, "corpus", corpus_id)
 
 
@@ -59,7 +59,7 @@ async def resolve_files(
     limits.items(field_name, refs, services.settings.api.max_list_items)
     entries = []
     for i, ref in enumerate(refs):
-        file = await s.get(DataFile, ref.file_id) if limits.can_be_id(ref.file_id) else None
+        file = await s.get(DataFileRow, ref.file_id) if limits.can_be_id(ref.file_id) else None
         if file is None or file.owner != caller.owner:
             raise InvalidArgument(f"{field_name}[{i}].fileId: no file {limits.shown(ref.file_id)}")
         text_id = ref.text_id or default_text_id(file)
@@ -75,12 +75,12 @@ async def create_corpus(
     language_tag: str,
     files: list[CorpusFileRef],
     name: str | None = None,
-) -> Corpus:
+) -> CorpusRow:
     caller.require(CREATE_FILES, CREATE_CORPORA)
     lang = language("language", language_tag)
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
-        corpus = Corpus(
+        corpus = CorpusRow(
             id=new_id(),
             owner=caller.owner,
             name=name,
@@ -94,14 +94,18 @@ async def create_corpus(
     return corpus
 
 
-async def list_corpora(services: Services, caller: Caller) -> list[Corpus]:
+async def list_corpora(services: Services, caller: Caller) -> list[CorpusRow]:
     caller.require(READ_FILES, READ_CORPORA)
-    query = select(Corpus).where(Corpus.owner == caller.owner).order_by(Corpus.date_created, Corpus.id)
+    query = (
+        select(CorpusRow)
+        .where(CorpusRow.owner == caller.owner)
+        .order_by(CorpusRow.date_created, CorpusRow.id)
+    )
     async with services.db.session() as s:
         return list((await s.scalars(query)).all())
 
 
-async def get_corpus(services: Services, caller: Caller, corpus_id: str) -> Corpus:
+async def get_corpus(services: Services, caller: Caller, corpus_id: str) -> CorpusRow:
     caller.require(READ_FILES, READ_CORPORA)
     async with services.db.session() as s:
         return await owned_corpus(s, caller, corpus_id)
@@ -115,7 +119,7 @@ async def update_corpus(
     language_tag: str | None = None,
     files: list[CorpusFileRef] | None = None,
     name: str | None = None,
-) -> Corpus:
+) -> CorpusRow:
     """Replaces the fields given; the next build exports the corpus as it is then."""
     caller.require(UPDATE_FILES, UPDATE_CORPORA)
     lang = language("language", language_tag) if language_tag is not None else None
@@ -137,7 +141,7 @@ async def delete_corpus(services: Services, caller: Caller, corpus_id: str) -> N
     caller.require(DELETE_FILES, DELETE_CORPORA)
     async with services.db.session() as s:
         corpus = await owned_corpus(s, caller, corpus_id)
-        query = select(ParallelCorpus).where(ParallelCorpus.owner == caller.owner)
+        query = select(ParallelCorpusRow).where(ParallelCorpusRow.owner == caller.owner)
         for pc in (await s.scalars(query)).all():
             if corpus_id in pc.source_corpus_ids or corpus_id in pc.target_corpus_ids:
                 raise Conflict(

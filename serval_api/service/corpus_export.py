@@ -28,13 +28,13 @@ import logging
 from dataclasses import replace
 
 from serval_api.auth import Caller
-from serval_api.db.models import EngineType
+from serval_api.db.models import TRANSLATION_TYPES, EngineType
 from serval_api.service import build_catalog, build_corpora, build_segments, train_segments
 from serval_api.service.build_corpora import PretranslateEntry, TrainingEntry, WordAlignEntry
 from serval_api.service.build_segments import ExportPlan
 from serval_api.service.context import Services
 from serval_api.service.corpus_files import ENGINE_CORPUS, PARALLEL_CORPUS, ParallelSource
-from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
+from serval_api.service.engines import owned_engine
 from serval_api.service.file_contents import ContentsReader, Downloads
 from serval_api.service.verse_counts import filtered_by_chapter
 from serval_common.jobs import WORD_ALIGN_INPUT
@@ -93,7 +93,7 @@ async def plan_build(
         train_on=train_on,
         pretranslate=pretranslate,
         train_segments_through=segments.through,
-        warnings=[*plan.warnings, *(note["message"] for note in ignored)],
+        warnings=[*plan.warnings, *(note.message for note in ignored)],
         diagnostics=[*plan.diagnostics, *ignored],
     )
     if EngineType(engine.type).is_word_alignment:

@@ -16,9 +16,9 @@ Every text of the older `warnings` list is also a diagnostic's message.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import StrEnum
 from typing import Any
 
+from serval_api.db.models.build_record import Diagnostic, ExecutionData, Severity
 from serval_api.service import limits
 
 MAX_DIAGNOSTICS = 1000
@@ -27,27 +27,13 @@ MINIMUM_TRAIN_COUNT = 600
 """Fewer segments than this to train on is `CONFIG-0003` (Serval's `MinimumTrainCount`, about the
 Gospel of Mark)."""
 
-Diagnostic = dict[str, Any]
-"""As stored in the build's execution data and sent: `{code, category, message, severity, data}`."""
-
-
-class Severity(StrEnum):
-    INFO = "Info"
-    WARN = "Warn"
-    ERROR = "Error"
-
-
-_RANK: dict[Any, int] = {Severity.INFO: 0, Severity.WARN: 1, Severity.ERROR: 2}
+_RANK = {Severity.INFO.value: 0, Severity.WARN.value: 1, Severity.ERROR.value: 2}
 
 
 def diagnostic(code: str, severity: Severity, message: str, data: dict[str, Any] | None = None) -> Diagnostic:
-    return {
-        "code": code,
-        "category": code.split("-", 1)[0],
-        "message": message,
-        "severity": severity.value,
-        "data": data or {},
-    }
+    return Diagnostic(
+        code=code, category=code.split("-", 1)[0], message=message, severity=severity.value, data=data or {}
+    )
 
 
 def few_training_segments(train_count: int) -> Diagnostic:
@@ -146,23 +132,22 @@ def build_fault(message: str) -> Diagnostic:
     return diagnostic("BUILD-1001", Severity.ERROR, message)
 
 
-def merged(recorded: dict[str, Any] | None, added: Iterable[Diagnostic]) -> dict[str, Any]:
-    """The execution data's `diagnostics` and `diagnosticsTruncated` with `added` joined to what
-    `recorded` (the execution data) holds: one of each (code, message), at most `MAX_DIAGNOSTICS`
-    (the most severe kept, as Serval), `diagnosticsTruncated` once any was left out."""
-    recorded = recorded or {}
+def merged(recorded: ExecutionData | None, added: Iterable[Diagnostic]) -> ExecutionData:
+    """`recorded` (None: empty execution data) with `added` joined to its `diagnostics`: one of
+    each (code, message), at most `MAX_DIAGNOSTICS` (the most severe kept, as Serval), and
+    `diagnostics_truncated` once any was left out."""
+    recorded = recorded or ExecutionData()
     every: dict[tuple[str, str], Diagnostic] = {}
-    for item in [*(recorded.get("diagnostics") or []), *added]:
-        every.setdefault((str(item.get("code")), str(item.get("message"))), item)
+    for item in [*(recorded.diagnostics or []), *added]:
+        every.setdefault((item.code, item.message), item)
     kept = list(every.values())
-    truncated = bool(recorded.get("diagnosticsTruncated"))
+    truncated = bool(recorded.diagnostics_truncated)
     if len(kept) > MAX_DIAGNOSTICS:
         truncated = True
-        kept = sorted(kept, key=lambda d: -_RANK.get(d.get("severity"), 0))[:MAX_DIAGNOSTICS]
-    return {"diagnostics": kept, "diagnosticsTruncated": truncated}
+        kept = sorted(kept, key=lambda d: -_RANK.get(d.severity, 0))[:MAX_DIAGNOSTICS]
+    return recorded.updated(diagnostics=kept, diagnostics_truncated=truncated)
 
 
-def with_fault(execution_data: dict[str, Any] | None, message: str) -> dict[str, Any]:
+def with_fault(execution_data: ExecutionData | None, message: str) -> ExecutionData:
     """`execution_data` with the fault `message` as an `Error` diagnostic (`BUILD-1001`)."""
-    recorded = execution_data or {}
-    return {**recorded, **merged(recorded, [build_fault(message)])}
+    return merged(execution_data, [build_fault(message)])

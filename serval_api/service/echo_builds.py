@@ -15,7 +15,7 @@ import json
 import logging
 from typing import Any
 
-from serval_api.db.models import Build, Pretranslation, WordAlignment
+from serval_api.db.models import BuildRow, PretranslationRow, WordAlignmentRow
 from serval_api.errors import NotBuilt, NotFound
 from serval_api.service import platform, pretranslations
 from serval_api.service.context import Services
@@ -37,15 +37,15 @@ async def run(services: Services, spec: JobSpec) -> None:
     try:
         await platform.build_started(services, spec.build_id)
         async with services.db.session() as s:
-            build = await s.get(Build, spec.build_id)
+            build = await s.get(BuildRow, spec.build_id)
         if build is None or not build.build_state.is_running:
             return
         if kind is Kind.WORD_ALIGNMENT:
             pairs = await _export(services, build.id, WORD_ALIGN_INPUT)
-            await pretranslations.write_build_rows(services, WordAlignment, build, _alignments(pairs))
+            await pretranslations.write_build_rows(services, WordAlignmentRow, build, _alignments(pairs))
         else:
             sources = await _export(services, build.id, "pretranslate.src.json")
-            await pretranslations.write_build_rows(services, Pretranslation, build, _translations(sources))
+            await pretranslations.write_build_rows(services, PretranslationRow, build, _translations(sources))
         await platform.build_completed(services, build.id, corpus_size=0, confidence=ECHO_CONFIDENCE[kind])
     except (NotBuilt, NotFound) as e:
         log.info("echo build stopped: it was canceled or deleted", extra={**extra, "reason": str(e)})

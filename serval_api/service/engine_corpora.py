@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import DELETE_FILES, READ_ENGINES, UPDATE_ENGINES, Caller
-from serval_api.db.models import EngineCorpus, utcnow
+from serval_api.db.models import EngineCorpusRow, utcnow
 from serval_api.errors import NotFound
 from serval_api.service import files, limits
 from serval_api.service.context import Services
@@ -28,20 +28,20 @@ log = logging.getLogger(__name__)
 
 async def owned_engine_corpus(
     s: AsyncSession, caller: Caller, engine_id: str, corpus_id: str
-) -> EngineCorpus:
+) -> EngineCorpusRow:
     """Another owner's engine, or a corpus of another engine, answers 404."""
     await owned_engine(s, caller, engine_id)
-    corpus = await s.get(EngineCorpus, corpus_id) if limits.can_be_id(corpus_id) else None
+    corpus = await s.get(EngineCorpusRow, corpus_id) if limits.can_be_id(corpus_id) else None
     if corpus is None or corpus.engine_id != engine_id:
         raise NotFound(f"corpus {limits.shown(corpus_id)} not found")
     return corpus
 
 
-async def engine_corpora_of(s: AsyncSession, engine_id: str) -> list[EngineCorpus]:
+async def engine_corpora_of(s: AsyncSession, engine_id: str) -> list[EngineCorpusRow]:
     query = (
-        select(EngineCorpus)
-        .where(EngineCorpus.engine_id == engine_id)
-        .order_by(EngineCorpus.date_created, EngineCorpus.id)
+        select(EngineCorpusRow)
+        .where(EngineCorpusRow.engine_id == engine_id)
+        .order_by(EngineCorpusRow.date_created, EngineCorpusRow.id)
     )
     return list((await s.scalars(query)).all())
 
@@ -56,14 +56,14 @@ async def create_engine_corpus(
     source_files: list[CorpusFileRef],
     target_files: list[CorpusFileRef],
     name: str | None = None,
-) -> EngineCorpus:
+) -> EngineCorpusRow:
     caller.require(UPDATE_ENGINES)
     source = language("sourceLanguage", source_language)
     target = language("targetLanguage", target_language)
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id)
-        corpus = EngineCorpus(
+        corpus = EngineCorpusRow(
             id=new_id(),
             engine_id=engine_id,
             owner=caller.owner,
@@ -79,7 +79,7 @@ async def create_engine_corpus(
     return corpus
 
 
-async def list_engine_corpora(services: Services, caller: Caller, engine_id: str) -> list[EngineCorpus]:
+async def list_engine_corpora(services: Services, caller: Caller, engine_id: str) -> list[EngineCorpusRow]:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id)
@@ -88,7 +88,7 @@ async def list_engine_corpora(services: Services, caller: Caller, engine_id: str
 
 async def get_engine_corpus(
     services: Services, caller: Caller, engine_id: str, corpus_id: str
-) -> EngineCorpus:
+) -> EngineCorpusRow:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         return await owned_engine_corpus(s, caller, engine_id, corpus_id)
@@ -102,7 +102,7 @@ async def update_engine_corpus(
     *,
     source_files: list[CorpusFileRef] | None = None,
     target_files: list[CorpusFileRef] | None = None,
-) -> EngineCorpus:
+) -> EngineCorpusRow:
     """Replaces the sides given; the next build exports the corpus as it is then."""
     caller.require(UPDATE_ENGINES)
     async with services.db.session() as s:

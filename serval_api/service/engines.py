@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_ENGINES, DELETE_ENGINES, READ_ENGINES, UPDATE_ENGINES, Caller
-from serval_api.db.models import Build, Engine, EngineType, utcnow
+from serval_api.db.models import TRANSLATION_TYPES, BuildRow, EngineRow, EngineType, utcnow
 from serval_api.errors import Conflict, InvalidArgument, NotFound, NotSupported
 from serval_api.service import limits
 from serval_api.service.changes import build_key, engine_key, owner_builds_key
@@ -17,30 +17,26 @@ from serval_api.service.context import Services
 from serval_api.service.keys import new_id
 from serval_api.service.owners import check_owner
 from serval_common import families
-from serval_common.families import Kind
 from serval_common.languages import LanguageInfo, resolve_language
 from serval_common.model_revision import engine_models_prefix
 
 log = logging.getLogger(__name__)
 
 
-TRANSLATION_TYPES = frozenset(EngineType(name) for name in families.names(Kind.TRANSLATION))
-WORD_ALIGNMENT_TYPES = frozenset(EngineType(name) for name in families.names(Kind.WORD_ALIGNMENT))
-
-
 def parse_engine_type(value: str, allowed: frozenset[EngineType] = TRANSLATION_TYPES) -> EngineType:
-    """Accepts REST's kebab-case and gRPC's PascalCase alike. An engine type of the other kind
-    (a word-alignment type for a translation engine, or the reverse) is known but not served by
-    this API (405); anything else is not an engine type (400)."""
-    key = value.strip().lower().replace("-", "").replace("_", "")
+    """Accepts any spelling of an engine type (`families.of_spelling`: REST's kebab-case, gRPC's
+    PascalCase). An engine type of the other kind (a word-alignment type for a translation engine,
+    or the reverse) is known but not served by this API (405); anything else is not an engine type
+    (400)."""
     names = ", ".join(t.value for t in sorted(allowed))
-    for engine_type in EngineType:
-        if engine_type.value.replace("-", "") == key:
-            if engine_type not in allowed:
-                kind = "word-alignment" if engine_type.is_word_alignment else "translation"
-                raise NotSupported(f"{engine_type.value!r} is a {kind} engine type; here use one of: {names}")
-            return engine_type
-    raise InvalidArgument(f"unsupported engine type {limits.shown(value)}; expected one of: {names}")
+    family = families.of_spelling(value)
+    if family is None:
+        raise InvalidArgument(f"unsupported engine type {limits.shown(value)}; expected one of: {names}")
+    engine_type = EngineType(family.name)
+    if engine_type not in allowed:
+        kind = family.kind.value
+        raise NotSupported(f"{engine_type.value!r} is a {kind} engine type; here use one of: {names}")
+    return engine_type
 
 
 def language(field_name: str, tag: str) -> LanguageInfo:
@@ -68,21 +64,21 @@ async def create_engine(
     is_model_persisted: bool | None = None,
     engine_id: str | None = None,
     allowed: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> Engine:
+) -> EngineRow:
     caller.require(CREATE_ENGINES)
-    kind = parse_engine_type(engine_type, allowed)
+    parsed = parse_engine_type(engine_type, allowed)
     source = language("sourceLanguage", source_language)
     target = language("targetLanguage", target_language)
     limits.optional_text("name", name, limits.NAME_CHARS)
     if engine_id is not None:
         limits.new_id("engineId", engine_id)
-    if is_model_persisted is None and families.family(kind).persisted_by_default:
+    if is_model_persisted is None and parsed.family.persisted_by_default:
         is_model_persisted = True
-    engine = Engine(
+    engine = EngineRow(
         id=engine_id or new_id(),
         owner=caller.owner,
         name=name,
-        type=kind.value,
+        type=parsed.value,
         source_language=source.tag,
         target_language=target.tag,
         source_code=source.code,
@@ -95,7 +91,7 @@ async def create_engine(
         date_created=utcnow(),
     )
     async with services.db.session() as s:
-        if engine_id is not None and await s.get(Engine, engine_id) is not None:
+        if engine_id is not None and await s.get(EngineRow, engine_id) is not None:
             raise Conflict(f"engine {engine_id} already exists")
         s.add(engine)
     log.info("engine created", extra={"engine_id": engine.id, "engine_type": engine.type})
@@ -109,7 +105,7 @@ async def owned_engine(
     *,
     lock: bool = False,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> Engine:
+) -> EngineRow:
     """The caller's engine (`visible_engine`: 404 when missing, 403 when another owner's). `lock`
     holds the engine's row until the transaction ends; whatever changes an engine or its builds
     locks the engine first. `types` is the API's kind: a word-alignment engine is not found under
@@ -117,13 +113,13 @@ async def owned_engine(
     if not limits.can_be_id(engine_id):
         raise NotFound(f"engine {limits.shown(engine_id)} not found")
     return visible_engine(
-        await s.get(Engine, engine_id, with_for_update=True if lock else None), caller, engine_id, types
+        await s.get(EngineRow, engine_id, with_for_update=True if lock else None), caller, engine_id, types
     )
 
 
 def visible_engine(
-    engine: Engine | None, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
-) -> Engine:
+    engine: EngineRow | None, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
+) -> EngineRow:
     """`engine` when the caller owns it and it is of `types`. Missing (or of the other API's kind)
     answers 404; another owner's 403, as Serval's `CheckOwnerAsync` does: ids are random, so the
     answer tells a stranger nothing it can use. Everything under an engine (builds, corpora,
@@ -135,7 +131,7 @@ def visible_engine(
 
 async def get_engine(
     services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
-) -> Engine:
+) -> EngineRow:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         return await owned_engine(s, caller, engine_id, types=types)
@@ -143,12 +139,12 @@ async def get_engine(
 
 async def list_engines(
     services: Services, caller: Caller, types: frozenset[EngineType] = TRANSLATION_TYPES
-) -> list[Engine]:
+) -> list[EngineRow]:
     caller.require(READ_ENGINES)
     query = (
-        select(Engine)
-        .where(Engine.owner == caller.owner, Engine.type.in_([t.value for t in types]))
-        .order_by(Engine.date_created, Engine.id)
+        select(EngineRow)
+        .where(EngineRow.owner == caller.owner, EngineRow.type.in_([t.value for t in types]))
+        .order_by(EngineRow.date_created, EngineRow.id)
     )
     async with services.db.session() as s:
         return list((await s.scalars(query)).all())
@@ -161,7 +157,7 @@ async def update_engine_languages(
     *,
     source_language: str | None = None,
     target_language: str | None = None,
-) -> Engine:
+) -> EngineRow:
     """A language change invalidates nothing already built: the next build uses the new codes."""
     caller.require(UPDATE_ENGINES)
     source = language("sourceLanguage", source_language) if source_language is not None else None
@@ -189,7 +185,7 @@ async def delete_engine(
     caller.require(DELETE_ENGINES)
     async with services.db.session() as s:
         engine = await owned_engine(s, caller, engine_id, lock=True, types=types)
-        all_builds = (await s.scalars(select(Build).where(Build.engine_id == engine_id))).all()
+        all_builds = (await s.scalars(select(BuildRow).where(BuildRow.engine_id == engine_id))).all()
         build_ids = [build.id for build in all_builds]
         running = [build.id for build in all_builds if build.build_state.is_running]
         for build in all_builds:

@@ -23,7 +23,7 @@ from typing import BinaryIO, Protocol
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from serval_api.db.models import DataFile, DataFileChunk
+from serval_api.db.models import DataFileChunkRow, DataFileRow
 from serval_api.service.context import Services
 from serval_common.store import ModelStore
 
@@ -51,14 +51,14 @@ def _legacy_prefix(file_id: str) -> str:
 async def write(s: AsyncSession, file_id: str, source: Path) -> int:
     """In `s`'s transaction, make `source` the file's contents (replacing any chunks it has):
     read and inserted 1 MiB at a time, never whole. Returns the size written."""
-    await s.execute(delete(DataFileChunk).where(DataFileChunk.file_id == file_id))
+    await s.execute(delete(DataFileChunkRow).where(DataFileChunkRow.file_id == file_id))
     size = 0
     with source.open("rb") as f:
         for seq in itertools.count():
             data = await asyncio.to_thread(f.read, CHUNK_BYTES)
             if seq and not data:
                 break
-            await s.execute(insert(DataFileChunk).values(file_id=file_id, seq=seq, data=data))
+            await s.execute(insert(DataFileChunkRow).values(file_id=file_id, seq=seq, data=data))
             size += len(data)
     return size
 
@@ -69,7 +69,7 @@ async def in_store(s: AsyncSession, file_id: str) -> bool:
 
 
 async def delete_chunks(s: AsyncSession, file_id: str) -> None:
-    await s.execute(delete(DataFileChunk).where(DataFileChunk.file_id == file_id))
+    await s.execute(delete(DataFileChunkRow).where(DataFileChunkRow.file_id == file_id))
 
 
 async def remove_from_store(services: Services, file_id: str) -> None:
@@ -87,7 +87,7 @@ async def first_chunk(s: AsyncSession, file_id: str) -> bytes | None:
 
 
 async def stream(
-    services: Services, store: ModelStore, file: DataFile, first: bytes | None
+    services: Services, store: ModelStore, file: DataFileRow, first: bytes | None
 ) -> AsyncIterator[bytes]:
     """The file's bytes in chunks of at most 1 MiB, never held whole, from its `first_chunk` on
     (from the model store when that is None, its first piece read now): a failure to start is
@@ -106,11 +106,11 @@ async def _from_store(services: Services, head: bytes, chunks: Iterator[bytes]) 
         yield chunk
 
 
-async def _from_database(services: Services, file: DataFile, first: bytes) -> AsyncIterator[bytes]:
+async def _from_database(services: Services, file: DataFileRow, first: bytes) -> AsyncIterator[bytes]:
     yield first
     for seq in itertools.count(1):
         async with services.db.session() as s:
-            current = await s.scalar(select(DataFile.revision).where(DataFile.id == file.id))
+            current = await s.scalar(select(DataFileRow.revision).where(DataFileRow.id == file.id))
             data = await _chunk(s, file.id, seq)
         if current != file.revision:
             # Replaced or deleted mid-download: stop rather than send a mix of two revisions.
@@ -143,7 +143,7 @@ async def _write_chunks(s: AsyncSession, file_id: str, first: bytes, f: BinaryIO
 
 async def _chunk(s: AsyncSession, file_id: str, seq: int) -> bytes | None:
     data: bytes | None = await s.scalar(
-        select(DataFileChunk.data).where(DataFileChunk.file_id == file_id, DataFileChunk.seq == seq)
+        select(DataFileChunkRow.data).where(DataFileChunkRow.file_id == file_id, DataFileChunkRow.seq == seq)
     )
     return data
 

@@ -12,7 +12,14 @@ import logging
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from serval_api.db.models import Corpus, Engine, EngineCorpus, ParallelCorpus, Pretranslation, WordAlignment
+from serval_api.db.models import (
+    CorpusRow,
+    EngineCorpusRow,
+    EngineRow,
+    ParallelCorpusRow,
+    PretranslationRow,
+    WordAlignmentRow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +28,9 @@ async def remove_file_everywhere(s: AsyncSession, owner: str, file_id: str) -> N
     """In the caller's transaction: `file_id` out of the owner's corpora and engine corpora, and
     the rows built from them deleted."""
     changed_corpora: set[str] = set()
-    for corpus in (await s.scalars(select(Corpus).where(Corpus.owner == owner).with_for_update())).all():
+    for corpus in (
+        await s.scalars(select(CorpusRow).where(CorpusRow.owner == owner).with_for_update())
+    ).all():
         kept = [entry for entry in corpus.files if entry["fileId"] != file_id]
         if len(kept) != len(corpus.files):
             corpus.files = kept
@@ -29,7 +38,7 @@ async def remove_file_everywhere(s: AsyncSession, owner: str, file_id: str) -> N
             changed_corpora.add(corpus.id)
             log.info("file removed from corpus", extra={"file_id": file_id, "corpus_id": corpus.id})
     outputs: set[str] = set()
-    query = select(EngineCorpus).where(EngineCorpus.owner == owner).with_for_update()
+    query = select(EngineCorpusRow).where(EngineCorpusRow.owner == owner).with_for_update()
     for ec in (await s.scalars(query)).all():
         source = [entry for entry in ec.source_files if entry["fileId"] != file_id]
         target = [entry for entry in ec.target_files if entry["fileId"] != file_id]
@@ -41,12 +50,12 @@ async def remove_file_everywhere(s: AsyncSession, owner: str, file_id: str) -> N
                 extra={"file_id": file_id, "engine_id": ec.engine_id, "corpus_id": ec.id},
             )
     if changed_corpora:
-        for pc in (await s.scalars(select(ParallelCorpus).where(ParallelCorpus.owner == owner))).all():
+        for pc in (await s.scalars(select(ParallelCorpusRow).where(ParallelCorpusRow.owner == owner))).all():
             if changed_corpora & {*pc.source_corpus_ids, *pc.target_corpus_ids}:
                 outputs.add(pc.id)
     if outputs:
-        owned = select(Engine.id).where(Engine.owner == owner)
-        for table in (Pretranslation, WordAlignment):
+        owned = select(EngineRow.id).where(EngineRow.owner == owner)
+        for table in (PretranslationRow, WordAlignmentRow):
             await s.execute(delete(table).where(table.corpus_id.in_(outputs), table.engine_id.in_(owned)))
         log.info(
             "rows of corpora that used the file deleted",

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_FILES, DELETE_FILES, READ_FILES, UPDATE_FILES, Caller
-from serval_api.db.models import DataFile, utcnow
+from serval_api.db.models import DataFileRow, utcnow
 from serval_api.errors import InvalidArgument
 from serval_api.service import file_contents, limits, owners
 from serval_api.service.context import Services
@@ -45,7 +45,7 @@ def parse_format(value: str) -> FileFormat:
     )
 
 
-def default_text_id(file: DataFile) -> str:
+def default_text_id(file: DataFileRow) -> str:
     """A file's name without its extension, or its id when it has no name."""
     return PurePosixPath(file.name).stem if file.name else file.id
 
@@ -106,20 +106,20 @@ async def check_owner_room(
     cap = settings.limits.data_file_bytes_per_owner
     if cap == 0:
         return
-    query = select(func.coalesce(func.sum(DataFile.size), 0)).where(DataFile.owner == caller.owner)
+    query = select(func.coalesce(func.sum(DataFileRow.size), 0)).where(DataFileRow.owner == caller.owner)
     if replacing is not None:
-        query = query.where(DataFile.id != replacing)
+        query = query.where(DataFileRow.id != replacing)
     used = int(await s.scalar(query) or 0)
     if used + size > cap:
         raise over_owner_quota(cap, used, size)
 
 
-async def owned_file(s: AsyncSession, caller: Caller, file_id: str, *, lock: bool = False) -> DataFile:
+async def owned_file(s: AsyncSession, caller: Caller, file_id: str, *, lock: bool = False) -> DataFileRow:
     """The caller's file: 404 when missing, 403 when another owner's (`owners.check_owner`).
     `lock` holds the row for an update."""
     if not limits.can_be_id(file_id):
         raise owners.not_found("file", file_id)
-    file = await s.get(DataFile, file_id, with_for_update=True if lock else None)
+    file = await s.get(DataFileRow, file_id, with_for_update=True if lock else None)
     return owners.check_owner(file, caller, "file", file_id)
 
 
@@ -132,12 +132,12 @@ async def _checked_size(services: Services, contents: Path, fmt: FileFormat) -> 
 
 async def create_file(
     services: Services, caller: Caller, *, contents: Path, format: str, name: str | None = None
-) -> DataFile:
+) -> DataFileRow:
     caller.require(CREATE_FILES)
     fmt = parse_format(format)
     limits.optional_segment_name("name", name, limits.FILE_NAME_CHARS)
     size = await _checked_size(services, contents, fmt)
-    file = DataFile(
+    file = DataFileRow(
         id=new_id(),
         owner=caller.owner,
         name=name,
@@ -155,16 +155,18 @@ async def create_file(
     return file
 
 
-async def list_files(services: Services, caller: Caller) -> list[DataFile]:
+async def list_files(services: Services, caller: Caller) -> list[DataFileRow]:
     caller.require(READ_FILES)
     query = (
-        select(DataFile).where(DataFile.owner == caller.owner).order_by(DataFile.date_created, DataFile.id)
+        select(DataFileRow)
+        .where(DataFileRow.owner == caller.owner)
+        .order_by(DataFileRow.date_created, DataFileRow.id)
     )
     async with services.db.session() as s:
         return list((await s.scalars(query)).all())
 
 
-async def get_file(services: Services, caller: Caller, file_id: str) -> DataFile:
+async def get_file(services: Services, caller: Caller, file_id: str) -> DataFileRow:
     caller.require(READ_FILES)
     async with services.db.session() as s:
         return await owned_file(s, caller, file_id)
@@ -172,7 +174,7 @@ async def get_file(services: Services, caller: Caller, file_id: str) -> DataFile
 
 async def open_contents(
     services: Services, caller: Caller, file_id: str
-) -> tuple[DataFile, AsyncIterator[bytes]]:
+) -> tuple[DataFileRow, AsyncIterator[bytes]]:
     """The file and its bytes in chunks of at most 1 MiB, never held whole. The first chunk is read
     here, so a failure is raised before an answer starts."""
     caller.require(READ_FILES)
@@ -183,7 +185,9 @@ async def open_contents(
     return file, chunks
 
 
-async def replace_contents(services: Services, caller: Caller, file_id: str, *, contents: Path) -> DataFile:
+async def replace_contents(
+    services: Services, caller: Caller, file_id: str, *, contents: Path
+) -> DataFileRow:
     """The new contents and the new revision in one transaction: a reader sees the old or the new."""
     caller.require(UPDATE_FILES)
     async with services.db.session() as s:

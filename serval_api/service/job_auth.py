@@ -6,7 +6,7 @@ import hmac
 
 from sqlalchemy import select
 
-from serval_api.db.models import Build
+from serval_api.db.models import BuildRow
 from serval_api.errors import NotFound, PermissionDenied, Unauthenticated
 from serval_api.service.context import Services
 from serval_api.service.keys import hash_secret
@@ -20,7 +20,7 @@ async def authorize_job(
     if not token:
         raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
     async with services.db.session() as s:
-        build = await s.get(Build, build_id)
+        build = await s.get(BuildRow, build_id)
     if build is None:
         raise NotFound(f"build {build_id} not found")
     if build.job_token_hash is None or not hmac.compare_digest(build.job_token_hash, hash_secret(token)):
@@ -35,7 +35,9 @@ async def authorize_job_for_engine(services: Services, engine_id: str, token: st
         raise Unauthenticated("missing job token: send `authorization: Bearer <job token>`")
     async with services.db.session() as s:
         build = await s.scalar(
-            select(Build).where(Build.engine_id == engine_id, Build.job_token_hash == hash_secret(token))
+            select(BuildRow).where(
+                BuildRow.engine_id == engine_id, BuildRow.job_token_hash == hash_secret(token)
+            )
         )
     if build is None:
         raise PermissionDenied(f"the job token is not valid for engine {engine_id}")

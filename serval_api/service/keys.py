@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from serval_api.auth import API_KEY_SCOPES, KEY_LIMIT_FIELDS, KNOWN_SCOPES, Caller, KeyLimits
 from serval_api.db.database import Database
-from serval_api.db.models import ApiKey, Engine, EngineType, NodeToken, utcnow
+from serval_api.db.models import ApiKeyRow, EngineRow, EngineType, NodeTokenRow, utcnow
 from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import limits
 
@@ -37,7 +37,7 @@ async def create_api_key(
     expires_at: datetime | None = None,
     engine_id: str | None = None,
     overrides: KeyLimits | None = None,
-) -> tuple[ApiKey, str]:
+) -> tuple[ApiKeyRow, str]:
     """The plaintext is returned once and never stored. A key past `expires_at` authenticates
     nothing. `engine_id` binds the key to an engine (the caller checks it is the owner's);
     `overrides` replaces the per-key limits' settings for it."""
@@ -49,7 +49,7 @@ async def create_api_key(
         shown = ", ".join(limits.shown(s) for s in unknown[:5])
         raise InvalidArgument(f"unknown scope {shown}; use any of {', '.join(sorted(KNOWN_SCOPES))}")
     plaintext = API_KEY_PREFIX + secrets.token_urlsafe(32)
-    record = ApiKey(
+    record = ApiKeyRow(
         id=new_id(),
         owner=owner,
         name=name,
@@ -80,11 +80,11 @@ def check_limits(overrides: KeyLimits) -> None:
 MAX_LIMIT = 2**31 - 1
 
 
-async def set_api_key_limits(db: Database, key_id: str, overrides: KeyLimits) -> ApiKey:
+async def set_api_key_limits(db: Database, key_id: str, overrides: KeyLimits) -> ApiKeyRow:
     """Replace the key's overrides (an empty `KeyLimits`: the settings again)."""
     check_limits(overrides)
     async with db.session() as s:
-        record = await s.get(ApiKey, key_id) if limits.can_be_id(key_id) else None
+        record = await s.get(ApiKeyRow, key_id) if limits.can_be_id(key_id) else None
         if record is None:
             raise NotFound(f"API key {limits.shown(key_id)} not found")
         record.limits = overrides.stored()
@@ -97,7 +97,7 @@ async def check_bindable_engine(db: Database, owner: str, engine_id: str) -> Non
     engine = None
     if limits.can_be_id(engine_id):
         async with db.session() as s:
-            engine = await s.get(Engine, engine_id)
+            engine = await s.get(EngineRow, engine_id)
     if engine is None or engine.owner != owner:
         raise NotFound(f"engine {limits.shown(engine_id)} not found among {limits.shown(owner)}'s engines")
     if EngineType(engine.type).is_word_alignment:
@@ -106,17 +106,17 @@ async def check_bindable_engine(db: Database, owner: str, engine_id: str) -> Non
         )
 
 
-async def list_api_keys(db: Database, owner: str | None = None) -> list[ApiKey]:
-    query = select(ApiKey).order_by(ApiKey.created_at)
+async def list_api_keys(db: Database, owner: str | None = None) -> list[ApiKeyRow]:
+    query = select(ApiKeyRow).order_by(ApiKeyRow.created_at)
     if owner is not None:
-        query = query.where(ApiKey.owner == owner)
+        query = query.where(ApiKeyRow.owner == owner)
     async with db.session() as s:
         return list((await s.scalars(query)).all())
 
 
 async def revoke_api_key(db: Database, key_id: str) -> None:
     async with db.session() as s:
-        record = await s.get(ApiKey, key_id)
+        record = await s.get(ApiKeyRow, key_id)
         if record is None:
             raise NotFound(f"API key {key_id} not found")
         record.revoked_at = record.revoked_at or utcnow()
@@ -127,7 +127,7 @@ async def authenticate_api_key(db: Database, plaintext: str) -> Caller | None:
     scopes never come with a key, whatever its record holds (as in Serval): only `admin` grants
     them to a key."""
     async with db.session() as s:
-        record = await s.scalar(select(ApiKey).where(ApiKey.key_hash == hash_secret(plaintext)))
+        record = await s.scalar(select(ApiKeyRow).where(ApiKeyRow.key_hash == hash_secret(plaintext)))
     if record is None or record.revoked_at is not None or expired(record.expires_at):
         return None
     scopes = frozenset(record.scopes) - API_KEY_SCOPES
@@ -145,23 +145,23 @@ def expired(expires_at: datetime | None, now: datetime | None = None) -> bool:
     return expires_at is not None and expires_at <= (now or utcnow())
 
 
-async def create_node_token(db: Database, name: str) -> tuple[NodeToken, str]:
+async def create_node_token(db: Database, name: str) -> tuple[NodeTokenRow, str]:
     """The plaintext is returned once and never stored."""
     plaintext = NODE_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    record = NodeToken(id=new_id(), name=name, token_hash=hash_secret(plaintext), created_at=utcnow())
+    record = NodeTokenRow(id=new_id(), name=name, token_hash=hash_secret(plaintext), created_at=utcnow())
     async with db.session() as s:
         s.add(record)
     return record, plaintext
 
 
-async def list_node_tokens(db: Database) -> list[NodeToken]:
+async def list_node_tokens(db: Database) -> list[NodeTokenRow]:
     async with db.session() as s:
-        return list((await s.scalars(select(NodeToken).order_by(NodeToken.created_at))).all())
+        return list((await s.scalars(select(NodeTokenRow).order_by(NodeTokenRow.created_at))).all())
 
 
 async def revoke_node_token(db: Database, token_id: str) -> None:
     async with db.session() as s:
-        record = await s.get(NodeToken, token_id)
+        record = await s.get(NodeTokenRow, token_id)
         if record is None:
             raise NotFound(f"node token {token_id} not found")
         record.revoked_at = record.revoked_at or utcnow()
@@ -172,5 +172,5 @@ async def verify_node_token(db: Database, plaintext: str) -> str | None:
     if not plaintext:
         return None
     async with db.session() as s:
-        record = await s.scalar(select(NodeToken).where(NodeToken.token_hash == hash_secret(plaintext)))
+        record = await s.scalar(select(NodeTokenRow).where(NodeTokenRow.token_hash == hash_secret(plaintext)))
     return record.id if record is not None and record.revoked_at is None else None

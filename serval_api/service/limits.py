@@ -17,7 +17,7 @@ from collections.abc import Sized
 
 from sqlalchemy import String
 
-from serval_api.db.models import Base, Build, DataFile, Engine, Pretranslation
+from serval_api.db.models import Base, BuildRow, DataFileRow, EngineRow, PretranslationRow
 from serval_api.errors import InvalidArgument, PayloadTooLarge
 from serval_common.store.base import segment_problem
 
@@ -28,13 +28,13 @@ def column_width(model: type[Base], column: str) -> int:
     return kind.length
 
 
-ID_CHARS = column_width(Engine, "id")
-NAME_CHARS = column_width(Engine, "name")
-LANGUAGE_TAG_CHARS = column_width(Engine, "source_language")
-FILE_NAME_CHARS = column_width(DataFile, "name")
-TEXT_ID_CHARS = column_width(Pretranslation, "text_id")
-CORPUS_ID_CHARS = column_width(Pretranslation, "corpus_id")
-BUILD_MESSAGE_CHARS = column_width(Build, "message")
+ID_CHARS = column_width(EngineRow, "id")
+NAME_CHARS = column_width(EngineRow, "name")
+LANGUAGE_TAG_CHARS = column_width(EngineRow, "source_language")
+FILE_NAME_CHARS = column_width(DataFileRow, "name")
+TEXT_ID_CHARS = column_width(PretranslationRow, "text_id")
+CORPUS_ID_CHARS = column_width(PretranslationRow, "corpus_id")
+BUILD_MESSAGE_CHARS = column_width(BuildRow, "message")
 LOCATION_CHARS = 1000
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -22,7 +22,7 @@ from sqlalchemy import exists, select
 
 from serval_api.auth import Caller
 from serval_api.db.database import Database
-from serval_api.db.models import Engine, TrainSegment
+from serval_api.db.models import EngineRow, TrainSegmentRow
 from serval_api.service.changes import API_KEYS, ChangeNotifier, engine_key
 from serval_api.service.keys import authenticate_api_key, expired, hash_secret
 
@@ -31,7 +31,7 @@ MAX_ENTRIES = 10_000
 
 @dataclass(frozen=True)
 class EngineRecord:
-    engine: Engine
+    engine: EngineRow
     """Detached from its session: read it, never change it."""
     has_train_segments: bool
     """Whether any segment was trained; only then does a translation look for a stored human one."""
@@ -89,10 +89,10 @@ class Lookups:
 
     async def _read_engine(self, engine_id: str) -> EngineRecord | None:
         async with self._db.session() as s:
-            engine = await s.get(Engine, engine_id)
+            engine = await s.get(EngineRow, engine_id)
             if engine is None:
                 return None
-            trained = await s.scalar(select(exists().where(TrainSegment.engine_id == engine_id)))
+            trained = await s.scalar(select(exists().where(TrainSegmentRow.engine_id == engine_id)))
         return EngineRecord(engine, bool(trained))
 
     def _changed(self, key: str | None) -> None:

@@ -1,7 +1,7 @@
 """Micro-builds: the verses a translator confirms become part of the engine's weights
 (docs/learning.md).
 
-An nmt engine whose current revision reads fuzzy matches (`Engine.model_learns`) learns each
+An nmt engine whose current revision reads fuzzy matches (`EngineRow.model_learns`) learns each
 confirmed pair at once through its memory. Once `learning.micro_build_pairs` pairs were trained
 since that revision's build, or the oldest of fewer is `learning.micro_build_after_s` old, the API
 service starts a micro-build: an ordinary build of the engine (recorded, launched, reported and
@@ -29,7 +29,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import UPDATE_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Engine, TrainSegment, utcnow
+from serval_api.db.models import BuildRow, BuildState, EngineRow, TrainSegmentRow, utcnow
 from serval_api.errors import ServalError
 from serval_api.service.build_start import start_build
 from serval_api.service.context import Services
@@ -58,24 +58,27 @@ class Due:
     new_pairs: int
 
 
-async def due(s: AsyncSession, engine: Engine, learning: LearningSettings, now: datetime) -> Due | None:
+async def due(s: AsyncSession, engine: EngineRow, learning: LearningSettings, now: datetime) -> Due | None:
     if learning.micro_build_pairs == 0 or not family(engine.type).micro_builds or not engine.model_learns:
         return None
     if engine.is_building or engine.model_revision == 0:
         return None
     parent = await s.scalar(
-        select(Build).where(
-            Build.engine_id == engine.id,
-            Build.target_model_revision == engine.model_revision,
-            Build.state == BuildState.COMPLETED.value,
+        select(BuildRow).where(
+            BuildRow.engine_id == engine.id,
+            BuildRow.target_model_revision == engine.model_revision,
+            BuildRow.state == BuildState.COMPLETED.value,
         )
     )
     if parent is None or (parent.options or {}).get(MICRO_BUILDS) is False:
         return None
     new, oldest, newest = (
         await s.execute(
-            select(func.count(), func.min(TrainSegment.created_at), func.max(TrainSegment.created_at)).where(
-                TrainSegment.engine_id == engine.id, TrainSegment.id > (parent.train_segments_through or 0)
+            select(
+                func.count(), func.min(TrainSegmentRow.created_at), func.max(TrainSegmentRow.created_at)
+            ).where(
+                TrainSegmentRow.engine_id == engine.id,
+                TrainSegmentRow.id > (parent.train_segments_through or 0),
             )
         )
     ).one()
@@ -101,7 +104,10 @@ async def _superseded_since(s: AsyncSession, engine_id: str, newest_pair: dateti
     started a build in its place (which trains on every pair), or canceled it. It is not started
     again until another pair is confirmed."""
     latest = await s.scalar(
-        select(Build).where(Build.engine_id == engine_id).order_by(Build.date_created.desc()).limit(1)
+        select(BuildRow)
+        .where(BuildRow.engine_id == engine_id)
+        .order_by(BuildRow.date_created.desc())
+        .limit(1)
     )
     if latest is None or latest.state != BuildState.CANCELED.value or not is_micro_build(latest.options):
         return False
@@ -120,12 +126,12 @@ def options(found: Due, learning: LearningSettings) -> dict[str, Any]:
     }
 
 
-async def start_if_due(services: Services, engine_id: str) -> Build | None:
+async def start_if_due(services: Services, engine_id: str) -> BuildRow | None:
     """Start the engine's micro-build if one is due; never raises (a refusal is logged)."""
     learning = services.settings.learning
     try:
         async with services.db.session() as s:
-            engine = await s.get(Engine, engine_id)
+            engine = await s.get(EngineRow, engine_id)
             found = None if engine is None else await due(s, engine, learning, utcnow())
         if found is None:
             return None
@@ -152,7 +158,7 @@ async def start_if_due(services: Services, engine_id: str) -> Build | None:
     return build
 
 
-_pending: set[asyncio.Task[Build | None]] = set()
+_pending: set[asyncio.Task[BuildRow | None]] = set()
 
 
 def check_soon(services: Services, engine_id: str) -> None:
@@ -169,25 +175,25 @@ def _aged_query(learning: LearningSettings, now: datetime) -> Select[str]:
     their current revision's build did not train on: the candidates of a sweep (`due` decides)."""
     cutoff = now - timedelta(seconds=learning.micro_build_after_s)
     untrained = (
-        select(TrainSegment.id)
+        select(TrainSegmentRow.id)
         .join(
-            Build,
-            (Build.engine_id == TrainSegment.engine_id)
-            & (Build.target_model_revision == Engine.model_revision)
-            & (Build.state == BuildState.COMPLETED.value),
+            BuildRow,
+            (BuildRow.engine_id == TrainSegmentRow.engine_id)
+            & (BuildRow.target_model_revision == EngineRow.model_revision)
+            & (BuildRow.state == BuildState.COMPLETED.value),
         )
         .where(
-            TrainSegment.engine_id == Engine.id,
-            TrainSegment.id > func.coalesce(Build.train_segments_through, 0),
-            TrainSegment.created_at <= cutoff,
+            TrainSegmentRow.engine_id == EngineRow.id,
+            TrainSegmentRow.id > func.coalesce(BuildRow.train_segments_through, 0),
+            TrainSegmentRow.created_at <= cutoff,
         )
     )
     return (
-        select(Engine.id)
+        select(EngineRow.id)
         .where(
-            Engine.model_learns,
-            Engine.type.in_(names(where=lambda f: f.micro_builds)),
-            Engine.is_building.is_(False),
+            EngineRow.model_learns,
+            EngineRow.type.in_(names(where=lambda f: f.micro_builds)),
+            EngineRow.is_building.is_(False),
             untrained.exists(),
         )
         .limit(SWEEP_LIMIT)

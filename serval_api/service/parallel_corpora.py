@@ -13,11 +13,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
-from serval_api.db.models import Corpus, EngineType, ParallelCorpus, utcnow
+from serval_api.db.models import TRANSLATION_TYPES, CorpusRow, EngineType, ParallelCorpusRow, utcnow
 from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import limits
 from serval_api.service.context import Services
-from serval_api.service.engines import TRANSLATION_TYPES, owned_engine
+from serval_api.service.engines import owned_engine
 from serval_api.service.keys import new_id
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ async def _check_corpora(
     one of the caller's and have files (Serval: "does not have any files associated with it")."""
     limits.items(field_name, ids, services.settings.api.max_list_items)
     for i, corpus_id in enumerate(ids):
-        corpus = await s.get(Corpus, corpus_id) if limits.can_be_id(corpus_id) else None
+        corpus = await s.get(CorpusRow, corpus_id) if limits.can_be_id(corpus_id) else None
         if corpus is None or corpus.owner != caller.owner:
             raise InvalidArgument(f"{field_name}[{i}]: no corpus {limits.shown(corpus_id)}")
         if not corpus.files:
@@ -49,9 +49,9 @@ async def owned_parallel_corpus(
     engine_id: str,
     pc_id: str,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> ParallelCorpus:
+) -> ParallelCorpusRow:
     await owned_engine(s, caller, engine_id, types=types)
-    pc = await s.get(ParallelCorpus, pc_id) if limits.can_be_id(pc_id) else None
+    pc = await s.get(ParallelCorpusRow, pc_id) if limits.can_be_id(pc_id) else None
     if pc is None or pc.engine_id != engine_id:
         raise NotFound(f"parallel corpus {limits.shown(pc_id)} not found")
     return pc
@@ -66,12 +66,12 @@ async def create_parallel_corpus(
     target_corpus_ids: list[str],
     name: str | None = None,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> ParallelCorpus:
+) -> ParallelCorpusRow:
     caller.require(UPDATE_ENGINES)
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id, types=types)
-        pc = ParallelCorpus(
+        pc = ParallelCorpusRow(
             id=new_id(),
             engine_id=engine_id,
             owner=caller.owner,
@@ -87,18 +87,18 @@ async def create_parallel_corpus(
 
 async def list_parallel_corpora(
     services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType] = TRANSLATION_TYPES
-) -> list[ParallelCorpus]:
+) -> list[ParallelCorpusRow]:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         await owned_engine(s, caller, engine_id, types=types)
         return await engine_parallel_corpora(s, engine_id)
 
 
-async def engine_parallel_corpora(s: AsyncSession, engine_id: str) -> list[ParallelCorpus]:
+async def engine_parallel_corpora(s: AsyncSession, engine_id: str) -> list[ParallelCorpusRow]:
     query = (
-        select(ParallelCorpus)
-        .where(ParallelCorpus.engine_id == engine_id)
-        .order_by(ParallelCorpus.date_created, ParallelCorpus.id)
+        select(ParallelCorpusRow)
+        .where(ParallelCorpusRow.engine_id == engine_id)
+        .order_by(ParallelCorpusRow.date_created, ParallelCorpusRow.id)
     )
     return list((await s.scalars(query)).all())
 
@@ -109,7 +109,7 @@ async def get_parallel_corpus(
     engine_id: str,
     pc_id: str,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> ParallelCorpus:
+) -> ParallelCorpusRow:
     caller.require(READ_ENGINES)
     async with services.db.session() as s:
         return await owned_parallel_corpus(s, caller, engine_id, pc_id, types)
@@ -125,7 +125,7 @@ async def update_parallel_corpus(
     target_corpus_ids: list[str] | None = None,
     name: str | None = None,
     types: frozenset[EngineType] = TRANSLATION_TYPES,
-) -> ParallelCorpus:
+) -> ParallelCorpusRow:
     caller.require(UPDATE_ENGINES)
     limits.optional_segment_name("name", name, limits.NAME_CHARS)
     async with services.db.session() as s:

@@ -8,9 +8,9 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from serval_api.db.models import Build, BuildState, Engine, utcnow
+from serval_api.db.models import BuildRow, BuildState, EngineRow, utcnow
+from serval_api.db.models.build_record import CorpusAnalysis, ExecutionData, Phase
 from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import confidences, diagnostics, limits, pretranslations, revisions, train_segments
 from serval_api.service.build_transitions import apply_job_change
@@ -30,7 +30,7 @@ MAX_COUNT = 2**31 - 1
 
 
 async def build_started(services: Services, build_id: str) -> None:
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.state = BuildState.ACTIVE.value
         build.date_started = build.date_started or utcnow()
 
@@ -45,7 +45,7 @@ async def update_build_status(
     progress: float | None = None,
     message: str | None = None,
     queue_depth: int | None = None,
-    phases: list[dict[str, Any]] | None = None,
+    phases: list[Phase] | None = None,
 ) -> None:
     limits.items("phases", phases or (), services.settings.api.max_list_items)
     if progress is not None:
@@ -53,7 +53,7 @@ async def update_build_status(
     if message is not None:
         message = _shown(services, message)
 
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.step = step
         if phases:
             build.phases = phases
@@ -76,7 +76,7 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
     weights = None if published is None else published.weights
     summary = await confidences.build_summary(services, build_id)
 
-    def change(build: Build, engine: Engine) -> None:
+    def change(build: BuildRow, engine: EngineRow) -> None:
         if family(engine.type).pretranslates:
             build.execution_data = _with_confidences(
                 build, summary, services.settings.jobs.default_base_model
@@ -109,29 +109,23 @@ async def build_completed(services: Services, build_id: str, *, corpus_size: int
         services.dispatcher.revision_withdrawn(*prefetched)
 
 
-def _with_confidences(build: Build, summary: confidences.Summary, default_model: str) -> dict[str, Any]:
+def _with_confidences(build: BuildRow, summary: confidences.Summary, default_model: str) -> ExecutionData:
     """The execution data with Serval 1.20's `averagePretranslationConfidence` (0 when the build
     pretranslated nothing, as Serval) and its low books' `MODEL-0003` diagnostics."""
-    recorded = build.execution_data or {}
     model = str((build.options or {}).get("baseModel") or default_model)
-    added = summary.execution_data(model)
-    return {
-        **recorded,
-        "averagePretranslationConfidence": added["averagePretranslationConfidence"],
-        **diagnostics.merged(recorded, added["diagnostics"]),
-    }
+    return summary.execution_data(build.execution_data, model)
 
 
-def _with_training(recorded: dict[str, Any] | None, manifest: Manifest) -> dict[str, Any] | None:
+def _with_training(recorded: ExecutionData | None, manifest: Manifest) -> ExecutionData | None:
     """The execution data with what a fine-tuned revision's manifest says of its training: the
     hyperparameters it used (`CONFIG-1004`) and, when it lowered the held-out chrF, a `MODEL-1001`
     warning, also in `warnings` for clients that read only those."""
     hyperparameters = manifest.hyperparameters
     if hyperparameters is None:
         return recorded
-    recorded = recorded or {}
+    recorded = recorded or ExecutionData()
     added = [diagnostics.training_hyperparameters(hyperparameters.describe(), hyperparameters.wire())]
-    warnings = list(recorded.get("warnings") or [])
+    warnings = list(recorded.warnings)
     before, after = manifest.scores.get("chrf_before"), manifest.scores.get("chrf_after")
     if before is not None and after is not None and chrf_worse(before, after):
         sentence = worse_sentence(
@@ -139,7 +133,7 @@ def _with_training(recorded: dict[str, Any] | None, manifest: Manifest) -> dict[
         )
         added.append(diagnostics.worse_chrf(sentence, before, after, published=True))
         warnings += [] if sentence in warnings else [sentence]
-    return {**recorded, "warnings": warnings, **diagnostics.merged(recorded, added)}
+    return diagnostics.merged(recorded.updated(warnings=warnings), added)
 
 
 async def _published_revision(services: Services, build_id: str) -> ResolvedRevision | None:
@@ -148,8 +142,8 @@ async def _published_revision(services: Services, build_id: str) -> ResolvedRevi
     types) or when the store cannot say now: the revision then serves all the same, and nodes
     report its weights once one loads it."""
     async with services.db.session() as s:
-        build = await s.get(Build, build_id)
-        engine = None if build is None else await s.get(Engine, build.engine_id)
+        build = await s.get(BuildRow, build_id)
+        engine = None if build is None else await s.get(EngineRow, build.engine_id)
     if build is None or not build.build_state.is_running or not build.target_model_revision:
         return None
     if engine is None or family(engine.type).served_here:
@@ -171,7 +165,7 @@ async def _prefetch(services: Services, build_id: str, weights: str) -> tuple[st
     (`Placement.prefetch`, bounded by `api.completion_load_wait_s`): the engine's next translate
     is then answered by it. The (engine id, revision) asked for; None when nothing was."""
     async with services.db.session() as s:
-        build = await s.get(Build, build_id)
+        build = await s.get(BuildRow, build_id)
     if build is None or not build.build_state.is_running or not build.target_model_revision:
         return None
     await services.dispatcher.prefetch(
@@ -183,24 +177,22 @@ async def _prefetch(services: Services, build_id: str, weights: str) -> tuple[st
     return build.engine_id, build.target_model_revision
 
 
-async def update_execution_data(services: Services, build_id: str, data: dict[str, Any]) -> None:
-    """Merge what the job learned (train/pretranslate counts, warnings, resolved languages)."""
-    limits.items("execution_data.warnings", data.get("warnings", ()), services.settings.api.max_list_items)
+async def update_execution_data(services: Services, build_id: str, reported: ExecutionData) -> None:
+    """Merge what the job learned (train/pretranslate counts, warnings, resolved languages): the
+    fields `reported` sets replace those recorded, its warnings join theirs."""
+    limits.items("execution_data.warnings", reported.warnings, services.settings.api.max_list_items)
 
-    def change(build: Build, _engine: Engine) -> None:
-        recorded = build.execution_data or {}
-        new = [w for w in dict.fromkeys(data.get("warnings", [])) if w not in recorded.get("warnings", [])]
-        build.execution_data = {
-            **recorded,
-            **data,
-            "warnings": [*recorded.get("warnings", []), *new],
-            **diagnostics.merged(recorded, map(diagnostics.job_warning, new)),
-        }
+    def change(build: BuildRow, _engine: EngineRow) -> None:
+        recorded = build.execution_data or ExecutionData()
+        new = [w for w in dict.fromkeys(reported.warnings) if w not in recorded.warnings]
+        changes = {name: getattr(reported, name) for name in reported.model_fields_set}
+        merged = recorded.updated(**{**changes, "warnings": [*recorded.warnings, *new]})
+        build.execution_data = diagnostics.merged(merged, map(diagnostics.job_warning, new))
 
     await _report(services, build_id, "build execution data", change, level=logging.DEBUG)
 
 
-QUOTE_CONVENTION_CHARS = limits.column_width(Build, "target_quote_convention")
+QUOTE_CONVENTION_CHARS = limits.column_width(BuildRow, "target_quote_convention")
 
 
 def _convention(field: str, name: str | None) -> str | None:
@@ -222,21 +214,23 @@ async def update_target_quote_convention(services: Services, build_id: str, name
     `targetQuoteConvention`); None or empty: none found."""
     convention = _convention("target_quote_convention", name)
 
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.target_quote_convention = convention
 
     await _report(services, build_id, "build target quote convention", change)
 
 
 @dataclass(frozen=True)
-class CorpusAnalysis:
+class AnalysisReport:
+    """What a job reports of one parallel corpus (UpdateParallelCorpusAnalysis)."""
+
     corpus_id: str
     target_quote_convention: str | None
     source_quote_convention: str | None = None
 
 
 async def update_parallel_corpus_analysis(
-    services: Services, build_id: str, analyses: list[CorpusAnalysis]
+    services: Services, build_id: str, analyses: list[AnalysisReport]
 ) -> None:
     """Per corpus the build exported: Serval's `ParallelCorpusAnalysis`, replacing what the job
     reported before."""
@@ -251,17 +245,18 @@ async def update_parallel_corpus_analysis(
             )
         limits.no_nul(f"{where}.parallel_corpus_id", corpus_id)
         target = _convention(f"{where}.target_quote_convention", analysis.target_quote_convention)
-        entry: dict[str, Any] = {
-            "parallelCorpusRef": corpus_id,
-            "targetQuoteConvention": target or "",
-            "canDenormalizeQuotes": can_denormalize(target),
-        }
-        source = _convention(f"{where}.source_quote_convention", analysis.source_quote_convention)
-        if source is not None:
-            entry["sourceQuoteConvention"] = source
-        entries.append(entry)
+        entries.append(
+            CorpusAnalysis(
+                parallel_corpus_ref=corpus_id,
+                target_quote_convention=target or "",
+                can_denormalize_quotes=can_denormalize(target),
+                source_quote_convention=_convention(
+                    f"{where}.source_quote_convention", analysis.source_quote_convention
+                ),
+            )
+        )
 
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.analysis = entries
 
     await _report(services, build_id, "build corpus analysis", change)
@@ -271,7 +266,7 @@ async def increment_corpus_size(services: Services, build_id: str, count: int) -
     if count < 0:
         raise InvalidArgument(f"count: expected 0 or more, not {count}")
 
-    def change(_build: Build, engine: Engine) -> None:
+    def change(_build: BuildRow, engine: EngineRow) -> None:
         if engine.corpus_size + count > MAX_COUNT:
             raise InvalidArgument(f"count: the engine's corpus size would exceed {MAX_COUNT}")
         engine.corpus_size += count
@@ -288,7 +283,7 @@ async def build_faulted(services: Services, build_id: str, message: str) -> None
     log.warning("build job reported a fault", extra={"build_id": build_id, "error": message})
     message = _shown(services, message)
 
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.state = BuildState.FAULTED.value
         build.message = message
         build.date_finished = utcnow()
@@ -298,7 +293,7 @@ async def build_faulted(services: Services, build_id: str, message: str) -> None
 
 
 async def build_canceled(services: Services, build_id: str) -> None:
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.state = BuildState.CANCELED.value
         build.date_finished = utcnow()
 
@@ -306,7 +301,7 @@ async def build_canceled(services: Services, build_id: str) -> None:
 
 
 async def build_restarting(services: Services, build_id: str) -> None:
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.state = BuildState.PENDING.value
 
     build = await _report(services, build_id, "build restarting", change)
@@ -318,10 +313,10 @@ async def _report(
     services: Services,
     build_id: str,
     event: str,
-    change: Callable[[Build, Engine], None],
+    change: Callable[[BuildRow, EngineRow], None],
     *,
     level: int = logging.INFO,
-) -> Build | None:
+) -> BuildRow | None:
     build = await apply_job_change(services, build_id, change)
     if build is not None:
         log.log(
@@ -339,7 +334,7 @@ async def queue_positions(services: Services, positions: dict[str, int]) -> None
     """The launcher's queue moved: each waiting build learns how many jobs are ahead of it."""
     for build_id, ahead in positions.items():
 
-        def change(build: Build, _engine: Engine, ahead: int = ahead) -> None:
+        def change(build: BuildRow, _engine: EngineRow, ahead: int = ahead) -> None:
             build.queue_depth = ahead
 
         with contextlib.suppress(NotFound):
@@ -365,7 +360,7 @@ async def job_exited(services: Services, build_id: str, exit_code: int, log_tail
         message = reason
     message = limits.reported_text(message, limits.BUILD_MESSAGE_CHARS)
 
-    def change(build: Build, _engine: Engine) -> None:
+    def change(build: BuildRow, _engine: EngineRow) -> None:
         build.state = (BuildState.CANCELED if stopped else BuildState.FAULTED).value
         build.message = message
         build.date_finished = utcnow()
@@ -382,6 +377,6 @@ async def _discard_after_exit(services: Services, build_id: str) -> None:
     after the build was marked (a cancel lands while the manifest is written); now that the job
     is gone, nothing more can arrive."""
     async with services.db.session() as s:
-        build = await s.get(Build, build_id)
+        build = await s.get(BuildRow, build_id)
     if build is not None:
         await revisions.discard_unfinished(services, build)

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Engine, Pretranslation
+from serval_api.db.models import BuildRow, BuildState, EngineRow, PretranslationRow
 from serval_api.errors import FailedPrecondition, InvalidArgument, ServalError, Unavailable, concealed
 from serval_api.service import limits, pretranslations, usfm_remarks
 from serval_api.service.context import Services
@@ -128,7 +128,7 @@ async def usfm(
                 f"corpus {projects.corpus_id}: template Source needs a source Paratext project; "
                 "its source has none (ask for template Target or Auto)"
             )
-        rows = await pretranslations.current_rows(s, Pretranslation, engine, projects.corpus_id, text_id)
+        rows = await pretranslations.current_rows(s, PretranslationRow, engine, projects.corpus_id, text_id)
         draft = await _draft_build(s, engine, projects.corpus_id)
     if options.quotation_marks != QuotationMarkBehavior.DENORMALIZED:
         draft = replace(draft, convention=None)
@@ -157,26 +157,25 @@ async def usfm(
     return book
 
 
-async def _draft_build(s: AsyncSession, engine: Engine, corpus_id: str) -> _DraftBuild:
+async def _draft_build(s: AsyncSession, engine: EngineRow, corpus_id: str) -> _DraftBuild:
     """The build of the engine's current model: when it finished, what it pretranslated, and the
     convention it found in the corpus's target when the quotation marks can be denormalized into it."""
     build = await s.scalar(
-        select(Build)
+        select(BuildRow)
         .where(
-            Build.engine_id == engine.id,
-            Build.target_model_revision == engine.drafts_revision,
-            Build.state == BuildState.COMPLETED.value,
+            BuildRow.engine_id == engine.id,
+            BuildRow.target_model_revision == engine.drafts_revision,
+            BuildRow.state == BuildState.COMPLETED.value,
         )
-        .order_by(Build.date_finished.desc())
+        .order_by(BuildRow.date_finished.desc())
         .limit(1)
     )
     if build is None:
         return _DraftBuild()
     convention = None
     for entry in build.analysis or []:
-        if entry.get("parallelCorpusRef") == corpus_id and entry.get("canDenormalizeQuotes"):
-            name = entry.get("targetQuoteConvention")
-            convention = str(name) if name else None
+        if entry.parallel_corpus_ref == corpus_id and entry.can_denormalize_quotes:
+            convention = entry.target_quote_convention or None
             break
     return _DraftBuild(build.date_finished, build.pretranslate, convention)
 
@@ -185,7 +184,7 @@ def _book_usfm(
     store: Downloads,
     projects: pretranslations.CorpusProjects,
     book: str,
-    rows: list[Pretranslation],
+    rows: list[PretranslationRow],
     options: UsfmOptions,
     draft: _DraftBuild,
 ) -> str | None:
@@ -227,7 +226,7 @@ def _book_usfm(
 class _BookUpdate:
     """What `_update_project_book` writes into a project's book."""
 
-    rows: list[Pretranslation]
+    rows: list[PretranslationRow]
     options: UsfmOptions
     chapters: list[int] | None
     """Only these chapters (None: all)."""

@@ -26,7 +26,15 @@ from sqlalchemy import insert as sql_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import Build, BuildState, Corpus, DataFile, Engine, Pretranslation, WordAlignment
+from serval_api.db.models import (
+    BuildRow,
+    BuildState,
+    CorpusRow,
+    DataFileRow,
+    EngineRow,
+    PretranslationRow,
+    WordAlignmentRow,
+)
 from serval_api.errors import (
     InvalidArgument,
     NotBuilt,
@@ -49,10 +57,10 @@ log = logging.getLogger(__name__)
 INSERT_BATCH = 500
 """Rows written per transaction while a stream arrives."""
 
-ResultTable = type[Pretranslation] | type[WordAlignment]
+ResultTable = type[PretranslationRow] | type[WordAlignmentRow]
 """The tables of rows a build job streams back for its build's model revision."""
 
-RESULT_TABLES: tuple[ResultTable, ...] = (Pretranslation, WordAlignment)
+RESULT_TABLES: tuple[ResultTable, ...] = (PretranslationRow, WordAlignmentRow)
 
 
 class StreamedRow(Protocol):
@@ -64,7 +72,7 @@ R = TypeVar("R", bound=StreamedRow)
 
 
 @dataclass(frozen=True)
-class PretranslationRow:
+class PretranslationInsert:
     """One InsertPretranslations message, as the service takes it."""
 
     engine_id: str
@@ -90,8 +98,8 @@ class CorpusProjects:
     """False for a parallel corpus with no source corpora (which Serval accepts when created)."""
 
 
-async def insert(services: Services, token: str | None, rows: AsyncIterable[PretranslationRow]) -> int:
-    return await insert_rows(services, token, rows, Pretranslation, _validated)
+async def insert(services: Services, token: str | None, rows: AsyncIterable[PretranslationInsert]) -> int:
+    return await insert_rows(services, token, rows, PretranslationRow, _validated)
 
 
 async def insert_rows(
@@ -133,7 +141,7 @@ async def insert_rows(
     return count
 
 
-def _validated(row: PretranslationRow, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
+def _validated(row: PretranslationInsert, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
     where = f"pretranslation {index}"
     if row.engine_id != engine_id:
         raise InvalidArgument(
@@ -174,8 +182,8 @@ async def _write(
     async with services.db.session() as s:
         # Engine before build, the order every writer locks in: a fault or cancel waits for this
         # batch, and the batch never lands after the cleanup that follows them.
-        await s.get(Engine, engine_id, with_for_update=True)
-        build = await s.get(Build, build_id, with_for_update=True)
+        await s.get(EngineRow, engine_id, with_for_update=True)
+        build = await s.get(BuildRow, build_id, with_for_update=True)
         if build is None or not build.build_state.is_running:
             state = build.state if build is not None else "gone"
             what = table.__tablename__.replace("_", " ")
@@ -187,7 +195,7 @@ async def _write(
 
 
 async def write_build_rows(
-    services: Services, table: ResultTable, build: Build, rows: list[dict[str, Any]]
+    services: Services, table: ResultTable, build: BuildRow, rows: list[dict[str, Any]]
 ) -> None:
     """Rows a build made inside the API service (an echo build), checked like a job's stream:
     refused once the build is no longer running."""
@@ -195,7 +203,7 @@ async def write_build_rows(
         await _write(services, table, build.engine_id, build.id, rows, replace=True)
 
 
-async def build_finished(services: Services, build: Build) -> None:
+async def build_finished(services: Services, build: BuildRow) -> None:
     """A completed build's rows (pretranslations, word alignments) replace every other build's
     rows of the engine (but a micro-build, which makes none, keeps them); a faulted or canceled
     build's own rows go."""
@@ -207,13 +215,13 @@ async def build_finished(services: Services, build: Build) -> None:
         await discard(services, build)
 
 
-async def discard(services: Services, build: Build) -> None:
+async def discard(services: Services, build: BuildRow) -> None:
     """Remove the build's own rows (it failed, or restarts and will send them again)."""
     for table in RESULT_TABLES:
         await _delete(services, build, table, delete(table).where(table.build_id == build.id))
 
 
-async def _delete(services: Services, build: Build, table: ResultTable, query: Delete) -> None:
+async def _delete(services: Services, build: BuildRow, table: ResultTable, query: Delete) -> None:
     async with services.db.session() as s:
         removed = (await s.execute(query)).rowcount  # type: ignore[attr-defined]
     if removed:
@@ -237,7 +245,7 @@ async def list_pretranslations(
     *,
     text_id: str | None = None,
     engine_corpus: bool = False,
-) -> list[Pretranslation]:
+) -> list[PretranslationRow]:
     """The rows of the engine's current model for one of its corpora, in source order.
     `engine_corpus`: `corpus_id` names an engine corpus, or else (as before engine corpora) a
     parallel corpus; otherwise a parallel corpus."""
@@ -247,10 +255,10 @@ async def list_pretranslations(
         engine = await owned_engine(s, caller, engine_id)
         projects = await corpus_projects(s, caller, engine_id, corpus_id, engine_corpus=engine_corpus)
         require_built(engine)
-        return await current_rows(s, Pretranslation, engine, projects.corpus_id, text_id)
+        return await current_rows(s, PretranslationRow, engine, projects.corpus_id, text_id)
 
 
-def require_built(engine: Engine) -> None:
+def require_built(engine: EngineRow) -> None:
     if engine.model_revision == 0:
         raise NotBuilt(f"engine {engine.id} has no completed build, so no pretranslations")
 
@@ -287,7 +295,7 @@ async def corpus_projects(
 async def _corpus_file_ids(s: AsyncSession, corpus_ids: Sequence[str]) -> list[str]:
     ids: list[str] = []
     for corpus_id in corpus_ids:
-        corpus = await s.get(Corpus, corpus_id)
+        corpus = await s.get(CorpusRow, corpus_id)
         ids.extend(entry["fileId"] for entry in (corpus.files if corpus is not None else ()))
     return ids
 
@@ -296,7 +304,7 @@ async def _paratext_keys(s: AsyncSession, caller: Caller, file_ids: Sequence[str
     """Locations (`contents_key`) of the caller's Paratext project files among `file_ids`, in order."""
     keys = []
     for file_id in file_ids:
-        file = await s.get(DataFile, file_id)
+        file = await s.get(DataFileRow, file_id)
         if file is not None and file.owner == caller.owner and file.format == FileFormat.PARATEXT.value:
             keys.append(contents_key(file.id))
     return keys
@@ -307,22 +315,22 @@ async def _first_paratext_key(s: AsyncSession, caller: Caller, file_ids: Sequenc
     return first[0] if first else None
 
 
-Row = TypeVar("Row", Pretranslation, WordAlignment)
+Row = TypeVar("Row", PretranslationRow, WordAlignmentRow)
 
 
 async def current_rows(
-    s: AsyncSession, table: type[Row], engine: Engine, corpus_id: str, text_id: str | None
+    s: AsyncSession, table: type[Row], engine: EngineRow, corpus_id: str, text_id: str | None
 ) -> list[Row]:
     """The rows (pretranslations or word alignments) a completed build of the engine's current
     model revision streamed for one corpus, in the order the job sent them."""
     query = (
         select(table)
-        .join(Build, Build.id == table.build_id)
+        .join(BuildRow, BuildRow.id == table.build_id)
         .where(
             table.engine_id == engine.id,
             table.model_revision == engine.drafts_revision,
             table.corpus_id == corpus_id,
-            Build.state == BuildState.COMPLETED.value,
+            BuildRow.state == BuildState.COMPLETED.value,
         )
         .order_by(table.id)
     )

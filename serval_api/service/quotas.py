@@ -47,7 +47,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from serval_api.auth import Caller
 from serval_api.db.database import Database
-from serval_api.db.models import LongPollCount, RateWindow, utcnow
+from serval_api.db.models import LongPollCountRow, RateWindowRow, utcnow
 from serval_api.errors import RateLimited
 from serval_common.settings import LimitSettings
 
@@ -254,13 +254,13 @@ class Quotas:
         """Add `count` to the window's row (made if missing); what it holds now, every replica's."""
         insert = sqlite.insert if self._db.is_sqlite else postgresql.insert
         statement = (
-            insert(RateWindow)
+            insert(RateWindowRow)
             .values(subject=subject, kind=kind.value, window_start=window_start, used=count)
             .on_conflict_do_update(
-                index_elements=[RateWindow.subject, RateWindow.kind, RateWindow.window_start],
-                set_={"used": RateWindow.used + count},
+                index_elements=[RateWindowRow.subject, RateWindowRow.kind, RateWindowRow.window_start],
+                set_={"used": RateWindowRow.used + count},
             )
-            .returning(RateWindow.used)
+            .returning(RateWindowRow.used)
         )
         async with self._db.session() as s:
             used = (await s.execute(statement)).scalar_one()
@@ -284,7 +284,7 @@ class Quotas:
     async def start(self) -> None:
         # Counts a previous process of this replica left describe polls that ended with it.
         async with self._db.session() as s:
-            await s.execute(delete(LongPollCount).where(LongPollCount.replica == self._replica))
+            await s.execute(delete(LongPollCountRow).where(LongPollCountRow.replica == self._replica))
         self._task = asyncio.create_task(self._upkeep(), name="quota-upkeep")
 
     async def stop(self) -> None:
@@ -295,7 +295,7 @@ class Quotas:
             await asyncio.gather(task, return_exceptions=True)
         with contextlib.suppress(Exception):
             async with self._db.session() as s:
-                await s.execute(delete(LongPollCount).where(LongPollCount.replica == self._replica))
+                await s.execute(delete(LongPollCountRow).where(LongPollCountRow.replica == self._replica))
 
     async def _upkeep(self) -> None:
         next_sweep = time.monotonic()
@@ -326,8 +326,8 @@ class Quotas:
                     gone = [subject for subject in changed if subject not in self._held]
                     if gone:
                         await s.execute(
-                            delete(LongPollCount).where(
-                                LongPollCount.replica == self._replica, LongPollCount.subject.in_(gone)
+                            delete(LongPollCountRow).where(
+                                LongPollCountRow.replica == self._replica, LongPollCountRow.subject.in_(gone)
                             )
                         )
                     rows = [
@@ -336,10 +336,10 @@ class Quotas:
                         if subject in changed or renew
                     ]
                     if rows:
-                        statement = insert(LongPollCount).values(rows)
+                        statement = insert(LongPollCountRow).values(rows)
                         await s.execute(
                             statement.on_conflict_do_update(
-                                index_elements=[LongPollCount.subject, LongPollCount.replica],
+                                index_elements=[LongPollCountRow.subject, LongPollCountRow.replica],
                                 set_={
                                     "held": statement.excluded.held,
                                     "expires_at": statement.excluded.expires_at,
@@ -354,9 +354,9 @@ class Quotas:
         async with self._db.session() as s:
             others = (
                 await s.execute(
-                    select(LongPollCount.subject, func.sum(LongPollCount.held))
-                    .where(LongPollCount.replica != self._replica, LongPollCount.expires_at > now)
-                    .group_by(LongPollCount.subject)
+                    select(LongPollCountRow.subject, func.sum(LongPollCountRow.held))
+                    .where(LongPollCountRow.replica != self._replica, LongPollCountRow.expires_at > now)
+                    .group_by(LongPollCountRow.subject)
                 )
             ).all()
         self._held_elsewhere = {subject: int(held or 0) for subject, held in others}
@@ -365,8 +365,8 @@ class Quotas:
         """Delete windows that ended and long poll counts whose replica died; forget ended allowances."""
         now = time.time()
         async with self._db.session() as s:
-            await s.execute(delete(RateWindow).where(RateWindow.window_start < int(now) - 2 * HOUR_S))
-            await s.execute(delete(LongPollCount).where(LongPollCount.expires_at < utcnow()))
+            await s.execute(delete(RateWindowRow).where(RateWindowRow.window_start < int(now) - 2 * HOUR_S))
+            await s.execute(delete(LongPollCountRow).where(LongPollCountRow.expires_at < utcnow()))
         windows = {Limit.TRANSLATE: MINUTE_S, Limit.BUILD_START: HOUR_S}
         for key, allowance in list(self._allowances.items()):
             if allowance.window_start + windows.get(key[0], HOUR_S) < now:

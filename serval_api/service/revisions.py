@@ -1,6 +1,6 @@
 """Model revisions of builds that did not complete.
 
-Each build is given a revision number of its own (`Engine.next_model_revision`), and the engine
+Each build is given a revision number of its own (`EngineRow.next_model_revision`), and the engine
 moves to it only when the build completes. A build that faults or is canceled never serves its
 revision, so whatever its job wrote under `models/{engineId}/{revision}/` (a partial upload, or
 a manifest written just before the cancel) is removed: when the build is marked Faulted or
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 
-from serval_api.db.models import Build, BuildState, Engine
+from serval_api.db.models import BuildRow, BuildState, EngineRow
 from serval_api.service.context import Services
 from serval_common.manifest import ForeignRevision, remove_revision
 
 log = logging.getLogger(__name__)
 
 
-async def discard_unfinished(services: Services, build: Build) -> None:
+async def discard_unfinished(services: Services, build: BuildRow) -> None:
     """Remove the revision folder of a build that ended other than Completed; anything else is
     left alone."""
     if build.build_state.is_running or build.build_state == BuildState.COMPLETED:
@@ -44,7 +44,7 @@ async def discard(services: Services, engine_id: str, revision: int, build_id: s
         log.info("unpublished revision folder removed", extra={**extra, "objects": removed})
 
 
-def take_revision(engine: Engine) -> int:
+def take_revision(engine: EngineRow) -> int:
     """The engine's next revision number, used up whatever becomes of the build given it; call
     with the engine's row locked."""
     revision = engine.next_model_revision

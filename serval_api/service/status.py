@@ -12,12 +12,12 @@ from enum import IntEnum
 from sqlalchemy import text
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import EngineType
+from serval_api.db.models import TRANSLATION_TYPES, EngineType
 from serval_api.db.nodes import count_connected_nodes
 from serval_api.errors import InvalidArgument, NotFound, NotSupported
 from serval_api.service import limits
 from serval_api.service.context import Services
-from serval_api.service.engines import TRANSLATION_TYPES, parse_engine_type
+from serval_api.service.engines import parse_engine_type
 from serval_common.languages import LanguageInfo, nllb_language_info
 from serval_common.redact import redact, secret_values
 

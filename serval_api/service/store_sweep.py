@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from serval_api.db.models import Build, BuildState, DataFile, DataFileChunk, Engine
+from serval_api.db.models import BuildRow, BuildState, DataFileChunkRow, DataFileRow, EngineRow
 from serval_api.service import revisions
 from serval_api.service.context import Services
 from serval_common.manifest import ForeignRevision, remove_revision
@@ -63,11 +63,15 @@ async def sweep_store(services: Services, *, removed_listener: Removed | None = 
         rows = (
             await s.execute(
                 select(
-                    Build.id, Build.engine_id, Build.state, Build.target_model_revision, Build.date_finished
+                    BuildRow.id,
+                    BuildRow.engine_id,
+                    BuildRow.state,
+                    BuildRow.target_model_revision,
+                    BuildRow.date_finished,
                 )
             )
         ).all()
-        current = dict((await s.execute(select(Engine.id, Engine.model_revision))).all())
+        current = dict((await s.execute(select(EngineRow.id, EngineRow.model_revision))).all())
         files_in_store = await _files_in_store(s, file_ids)
     owned = {(engine_id, str(revision)) for _, engine_id, state, revision, _ in rows if state in _OWNING}
     given = {(engine_id, str(revision)): build_id for build_id, engine_id, _, revision, _ in rows}
@@ -203,9 +207,9 @@ async def _files_in_store(s: AsyncSession, file_ids: set[str]) -> set[str]:
     ids = sorted(file_ids)
     for start in range(0, len(ids), 500):
         batch = ids[start : start + 500]
-        existing = set((await s.scalars(select(DataFile.id).where(DataFile.id.in_(batch)))).all())
-        chunked = select(DataFileChunk.file_id).where(
-            DataFileChunk.file_id.in_(batch), DataFileChunk.seq == 0
+        existing = set((await s.scalars(select(DataFileRow.id).where(DataFileRow.id.in_(batch)))).all())
+        chunked = select(DataFileChunkRow.file_id).where(
+            DataFileChunkRow.file_id.in_(batch), DataFileChunkRow.seq == 0
         )
         found |= existing - set((await s.scalars(chunked)).all())
     return found

@@ -10,7 +10,7 @@ the pairs trained since the revision's build, and nodes that missed a pair fetch
 next build as training data. The match is keyed by the SHA-256 of the normalized source, so a
 key's length never depends on the segment's.
 
-`TrainSegment.id` is the pair's sequence number (`seq`): it increases with every pair stored, a
+`TrainSegmentRow.id` is the pair's sequence number (`seq`): it increases with every pair stored, a
 pair trained again is stored as a new row, and nodes apply each number once.
 """
 
@@ -26,7 +26,7 @@ from sqlalchemy import ScalarSelect, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.db.database import Database
-from serval_api.db.models import Build, BuildState, Engine, TrainSegment, utcnow
+from serval_api.db.models import BuildRow, BuildState, EngineRow, TrainSegmentRow, utcnow
 from serval_api.routing.work import ReplayStart, TrainSegmentWork
 from serval_common.families import family
 from serval_common.model_revision import ModelRevision
@@ -40,10 +40,10 @@ def learns_segments(engine_type: str) -> bool:
     return family(engine_type).learns
 
 
-def revision_learns(engine: Engine) -> bool:
+def revision_learns(engine: EngineRow) -> bool:
     """Whether the engine's current revision learns each trained pair, so the nodes holding it are
     sent the pair: every revision of a family that learns, and an nmt revision that reads fuzzy
-    matches from its memory (`Engine.model_learns`, docs/learning.md). Such an nmt engine keeps
+    matches from its memory (`EngineRow.model_learns`, docs/learning.md). Such an nmt engine keeps
     the exact-match overlay too."""
     return learns_segments(engine.type) or engine.model_learns
 
@@ -59,14 +59,14 @@ def source_key(segment: str) -> str:
 @dataclass(frozen=True)
 class StoredPair:
     seq: int
-    """The pair's number (`TrainSegment.id`)."""
+    """The pair's number (`TrainSegmentRow.id`)."""
     previous_seq: int
     """The number of the engine's pair stored just before it (0: none): a node that has learned
     less missed a pair and fetches what it lacks."""
 
 
 async def store_pair(
-    s: AsyncSession, engine: Engine, source_segment: str, target_segment: str, sentence_start: bool
+    s: AsyncSession, engine: EngineRow, source_segment: str, target_segment: str, sentence_start: bool
 ) -> StoredPair:
     """Stores the pair as a new row, replacing the pair with the same normalized source; returns
     its number and the engine's previous one. The caller holds the engine's row lock, so pairs of
@@ -76,15 +76,19 @@ async def store_pair(
     SQLite gives a new rowid as the highest present + 1, so deleting first would hand a retrained
     newest pair its old number again, and nodes that applied it would skip the new target."""
     key = source_key(source_segment)
-    previous = await s.scalar(select(func.max(TrainSegment.id)).where(TrainSegment.engine_id == engine.id))
+    previous = await s.scalar(
+        select(func.max(TrainSegmentRow.id)).where(TrainSegmentRow.engine_id == engine.id)
+    )
     existing = await s.scalar(
-        select(TrainSegment).where(TrainSegment.engine_id == engine.id, TrainSegment.source_key == key)
+        select(TrainSegmentRow).where(
+            TrainSegmentRow.engine_id == engine.id, TrainSegmentRow.source_key == key
+        )
     )
     if existing is not None:
         existing.source_key = f"replaced:{existing.id}"
         await s.flush()
     now = utcnow()
-    row = TrainSegment(
+    row = TrainSegmentRow(
         engine_id=engine.id,
         owner=engine.owner,
         source_key=key,
@@ -103,8 +107,8 @@ async def store_pair(
 
 async def find_target(s: AsyncSession, engine_id: str, segment: str) -> str | None:
     return await s.scalar(
-        select(TrainSegment.target_segment).where(
-            TrainSegment.engine_id == engine_id, TrainSegment.source_key == source_key(segment)
+        select(TrainSegmentRow.target_segment).where(
+            TrainSegmentRow.engine_id == engine_id, TrainSegmentRow.source_key == source_key(segment)
         )
     )
 
@@ -114,15 +118,15 @@ class TrainingPairs:
     pairs: list[tuple[str, str]]
     """The engine's pairs in the order they were stored, each side on one line."""
     through: int | None
-    """The highest `TrainSegment.id` among them; None when there are none."""
+    """The highest `TrainSegmentRow.id` among them; None when there are none."""
 
 
 async def training_pairs(s: AsyncSession, engine_id: str) -> TrainingPairs:
     rows = (
         await s.execute(
-            select(TrainSegment.id, TrainSegment.source_segment, TrainSegment.target_segment)
-            .where(TrainSegment.engine_id == engine_id)
-            .order_by(TrainSegment.id)
+            select(TrainSegmentRow.id, TrainSegmentRow.source_segment, TrainSegmentRow.target_segment)
+            .where(TrainSegmentRow.engine_id == engine_id)
+            .order_by(TrainSegmentRow.id)
         )
     ).all()
     return TrainingPairs(
@@ -131,16 +135,18 @@ async def training_pairs(s: AsyncSession, engine_id: str) -> TrainingPairs:
     )
 
 
-def learned_since(build: Build) -> ScalarSelect[int]:
+def learned_since(build: BuildRow) -> ScalarSelect[int]:
     """How many of the engine's pairs were stored after those `build` trained on (all of them when
     it trained on none): the pairs its revision learns by replay. Serval's smt-transfer counts
     them into the engine's `corpusSize` when the build completes (Machine's
     SmtTransferPostprocessBuildJob replays the pairs collected while the build ran). A SQL
     subquery, so that it counts in the transaction that completes the build, under the engine's
     row lock that `train_segment` also takes."""
-    query = select(func.count()).select_from(TrainSegment).where(TrainSegment.engine_id == build.engine_id)
+    query = (
+        select(func.count()).select_from(TrainSegmentRow).where(TrainSegmentRow.engine_id == build.engine_id)
+    )
     if build.train_segments_through is not None:
-        query = query.where(TrainSegment.id > build.train_segments_through)
+        query = query.where(TrainSegmentRow.id > build.train_segments_through)
     return query.scalar_subquery()
 
 
@@ -166,14 +172,14 @@ class DatabaseTrainSegments:
         build's export before the build is marked Completed. A revision that was never published
         fails its load at the model store, whatever this answers."""
         async with self.db.session() as s:
-            engine = await s.get(Engine, model.engine_id)
+            engine = await s.get(EngineRow, model.engine_id)
             if engine is None:
                 return None
             build = await s.scalar(
-                select(Build).where(
-                    Build.engine_id == model.engine_id,
-                    Build.target_model_revision == model.revision,
-                    Build.state.in_(_REPLAYABLE_STATES),
+                select(BuildRow).where(
+                    BuildRow.engine_id == model.engine_id,
+                    BuildRow.target_model_revision == model.revision,
+                    BuildRow.state.in_(_REPLAYABLE_STATES),
                 )
             )
             if build is None:
@@ -186,9 +192,9 @@ class DatabaseTrainSegments:
         async with self.db.session() as s:
             rows = (
                 await s.scalars(
-                    select(TrainSegment)
-                    .where(TrainSegment.engine_id == start.model.engine_id, TrainSegment.id > after)
-                    .order_by(TrainSegment.id)
+                    select(TrainSegmentRow)
+                    .where(TrainSegmentRow.engine_id == start.model.engine_id, TrainSegmentRow.id > after)
+                    .order_by(TrainSegmentRow.id)
                     .limit(limit)
                 )
             ).all()
@@ -213,9 +219,9 @@ async def last_pairs(db: Database, engine_ids: Iterable[str]) -> dict[str, int]:
         for start in range(0, len(ids), 500):
             batch = ids[start : start + 500]
             rows = await s.execute(
-                select(TrainSegment.engine_id, func.max(TrainSegment.id))
-                .where(TrainSegment.engine_id.in_(batch))
-                .group_by(TrainSegment.engine_id)
+                select(TrainSegmentRow.engine_id, func.max(TrainSegmentRow.id))
+                .where(TrainSegmentRow.engine_id.in_(batch))
+                .group_by(TrainSegmentRow.engine_id)
             )
             found.update({engine_id: int(last) for engine_id, last in rows.all() if last is not None})
     return found

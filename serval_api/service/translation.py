@@ -9,7 +9,7 @@ import uuid
 import weakref
 
 from serval_api.auth import READ_ENGINES, UPDATE_ENGINES, Caller
-from serval_api.db.models import Engine
+from serval_api.db.models import EngineRow
 from serval_api.errors import InvalidArgument, NotBuilt, NotFound
 from serval_api.routing.work import Served, TrainSegmentWork, TranslateWork, WordGraphWork
 from serval_api.service import limits, micro_builds, train_segments
@@ -93,7 +93,7 @@ def _check_n(max_n_best: int, n: int) -> None:
 async def _dispatch_translate(
     services: Services,
     sender: Sender,
-    engine: Engine,
+    engine: EngineRow,
     segment: str,
     n: int,
     prefix: str = "",
@@ -275,6 +275,6 @@ def echo_result(segment: str) -> TranslationResult:
     )
 
 
-def _require_built(engine: Engine) -> None:
+def _require_built(engine: EngineRow) -> None:
     if engine.model_revision == 0:
         raise NotBuilt(f"engine {engine.id} has not been built yet; start a build first")

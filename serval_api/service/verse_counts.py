@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-VerseCount = dict[str, dict[str, int]]
-"""Book → chapter (as text, as Serval's keys) → verses."""
+from serval_api.db.models.build_record import VerseCount
 
 _LOOKS_LIKE_VERSE = re.compile(r"^[A-Z0-9]{3} \d+:\d")
 

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from serval_api.auth import CREATE_HOOKS, DELETE_HOOKS, READ_HOOKS, Caller
-from serval_api.db.models import Webhook, utcnow
+from serval_api.db.models import WebhookRow, utcnow
 from serval_api.errors import InvalidArgument, NotFound
 from serval_api.service import limits
 from serval_api.service.context import Services
@@ -20,13 +20,13 @@ from serval_api.webhooks.events import WebhookEvent
 
 log = logging.getLogger(__name__)
 
-SECRET_CHARS = limits.column_width(Webhook, "secret")
+SECRET_CHARS = limits.column_width(WebhookRow, "secret")
 EVENT_NAMES = tuple(e.value for e in WebhookEvent)
 
 
 async def create_hook(
     services: Services, caller: Caller, *, payload_url: str, secret: str, events: list[str]
-) -> Webhook:
+) -> WebhookRow:
     caller.require(CREATE_HOOKS)
     parts = check_payload_url(payload_url, AddressPolicy(services.settings.webhooks.allowed_networks))
     if not secret:
@@ -43,10 +43,12 @@ async def create_hook(
         raise InvalidArgument("events: name at least one event")
     cap = services.settings.webhooks.max_hooks_per_owner
     async with services.db.session() as s:
-        count = await s.scalar(select(func.count()).select_from(Webhook).where(Webhook.owner == caller.owner))
+        count = await s.scalar(
+            select(func.count()).select_from(WebhookRow).where(WebhookRow.owner == caller.owner)
+        )
     if (count or 0) >= cap:
         raise InvalidArgument(f"an owner may register at most {cap} hooks; delete one first")
-    hook = Webhook(
+    hook = WebhookRow(
         id=new_id(),
         owner=caller.owner,
         payload_url=payload_url,
@@ -60,14 +62,18 @@ async def create_hook(
     return hook
 
 
-async def list_hooks(services: Services, caller: Caller) -> list[Webhook]:
+async def list_hooks(services: Services, caller: Caller) -> list[WebhookRow]:
     caller.require(READ_HOOKS)
-    query = select(Webhook).where(Webhook.owner == caller.owner).order_by(Webhook.date_created, Webhook.id)
+    query = (
+        select(WebhookRow)
+        .where(WebhookRow.owner == caller.owner)
+        .order_by(WebhookRow.date_created, WebhookRow.id)
+    )
     async with services.db.session() as s:
         return list((await s.scalars(query)).all())
 
 
-async def get_hook(services: Services, caller: Caller, hook_id: str) -> Webhook:
+async def get_hook(services: Services, caller: Caller, hook_id: str) -> WebhookRow:
     caller.require(READ_HOOKS)
     async with services.db.session() as s:
         return await _owned_hook(s, caller, hook_id)
@@ -81,8 +87,8 @@ async def delete_hook(services: Services, caller: Caller, hook_id: str) -> None:
     log.info("webhook deleted", extra={"hook_id": hook_id})
 
 
-async def _owned_hook(s: AsyncSession, caller: Caller, hook_id: str) -> Webhook:
-    hook = await s.get(Webhook, hook_id) if limits.can_be_id(hook_id) else None
+async def _owned_hook(s: AsyncSession, caller: Caller, hook_id: str) -> WebhookRow:
+    hook = await s.get(WebhookRow, hook_id) if limits.can_be_id(hook_id) else None
     if hook is None or hook.owner != caller.owner:
         raise NotFound(f"webhook {limits.shown(hook_id)} not found")
     return hook

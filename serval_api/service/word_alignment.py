@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serval_api.auth import READ_ENGINES, Caller
-from serval_api.db.models import WordAlignment
+from serval_api.db.models import WORD_ALIGNMENT_TYPES, WordAlignmentRow
 from serval_api.errors import InvalidArgument, NotBuilt, NotFound
 from serval_api.routing.work import AlignWork, Served
 from serval_api.service import limits, pretranslations
 from serval_api.service.context import Services
-from serval_api.service.engines import WORD_ALIGNMENT_TYPES, owned_engine, visible_engine
+from serval_api.service.engines import owned_engine, visible_engine
 from serval_api.service.parallel_corpora import owned_parallel_corpus
 from serval_common.core import AlignedWordPair, WordAlignmentResult
 from serval_common.families import family
@@ -37,7 +37,7 @@ _WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
-class WordAlignmentRow:
+class WordAlignmentInsert:
     """One InsertWordAlignments message, as the service takes it; `alignment` holds
     `(sourceIndex, targetIndex, score)` triples."""
 
@@ -101,7 +101,7 @@ def echo_alignment(source_segment: str, target_segment: str) -> WordAlignmentRes
 
 async def list_word_alignments(
     services: Services, caller: Caller, engine_id: str, corpus_id: str, *, text_id: str | None = None
-) -> list[WordAlignment]:
+) -> list[WordAlignmentRow]:
     """The rows of the engine's current model for one of its parallel corpora, in the order the
     job sent them; 409 before the engine's first completed build, as for pretranslations."""
     caller.require(READ_ENGINES)
@@ -111,16 +111,16 @@ async def list_word_alignments(
         await owned_parallel_corpus(s, caller, engine_id, corpus_id, WORD_ALIGNMENT_TYPES)
         if engine.model_revision == 0:
             raise NotBuilt(f"engine {engine.id} has no completed build, so no word alignments")
-        return await pretranslations.current_rows(s, WordAlignment, engine, corpus_id, text_id)
+        return await pretranslations.current_rows(s, WordAlignmentRow, engine, corpus_id, text_id)
 
 
-async def insert(services: Services, token: str | None, rows: AsyncIterable[WordAlignmentRow]) -> int:
+async def insert(services: Services, token: str | None, rows: AsyncIterable[WordAlignmentInsert]) -> int:
     """A build job's stream of aligned pairs, authorized by its job token; see
     `pretranslations.insert_rows`."""
-    return await pretranslations.insert_rows(services, token, rows, WordAlignment, _validated)
+    return await pretranslations.insert_rows(services, token, rows, WordAlignmentRow, _validated)
 
 
-def _validated(row: WordAlignmentRow, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
+def _validated(row: WordAlignmentInsert, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
     where = f"word alignment {index}"
     if row.engine_id != engine_id:
         raise InvalidArgument(

@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import Integer, and_, bindparam, case, func, or_, select, update
 
 from serval_api.db.database import Database
-from serval_api.db.models import DeliveryState, UtcDateTime, Webhook, WebhookDelivery, utcnow
+from serval_api.db.models import DeliveryState, UtcDateTime, WebhookDeliveryRow, WebhookRow, utcnow
 from serval_common.settings import WebhookSettings
 
 
@@ -84,13 +84,13 @@ class DeliveryClaims:
             ids = list((await s.scalars(self._pick, {"now": now, "capacity": capacity})).all())
             if not ids:
                 return []
-            free = or_(WebhookDelivery.claimed_until.is_(None), WebhookDelivery.claimed_until < now)
+            free = or_(WebhookDeliveryRow.claimed_until.is_(None), WebhookDeliveryRow.claimed_until < now)
             still_due = (
-                select(WebhookDelivery)
+                select(WebhookDeliveryRow)
                 .where(
-                    WebhookDelivery.id.in_(ids),
-                    WebhookDelivery.state == DeliveryState.PENDING.value,
-                    WebhookDelivery.next_attempt_at <= now,
+                    WebhookDeliveryRow.id.in_(ids),
+                    WebhookDeliveryRow.state == DeliveryState.PENDING.value,
+                    WebhookDeliveryRow.next_attempt_at <= now,
                     free,
                 )
                 .with_for_update(skip_locked=True)
@@ -100,7 +100,8 @@ class DeliveryClaims:
                 return []
             hook_ids = {row.hook_id for row in rows}
             hooks = {
-                h.id: h for h in (await s.scalars(select(Webhook).where(Webhook.id.in_(hook_ids)))).all()
+                h.id: h
+                for h in (await s.scalars(select(WebhookRow).where(WebhookRow.id.in_(hook_ids)))).all()
             }
             lease = now + timedelta(seconds=self.settings.claim_lease_s)
             claims = []
@@ -138,10 +139,10 @@ class DeliveryClaims:
             return
         async with self.db.session() as s:
             await s.execute(
-                update(WebhookDelivery)
+                update(WebhookDeliveryRow)
                 .where(
-                    WebhookDelivery.claimed_by.in_(tokens),
-                    WebhookDelivery.state == DeliveryState.PENDING.value,
+                    WebhookDeliveryRow.claimed_by.in_(tokens),
+                    WebhookDeliveryRow.state == DeliveryState.PENDING.value,
                 )
                 .values(**values)
             )
@@ -154,7 +155,7 @@ def fair_pick(*, hook_concurrency: int, owner_concurrency: int) -> Any:
     go); of each hook, the first `hook_concurrency` of those, counting the ones in flight first;
     of each owner, the first `owner_concurrency` of those, again counting the ones in flight;
     then every owner's first, every owner's second, …, up to `capacity` rows not yet in flight."""
-    d = WebhookDelivery
+    d = WebhookDeliveryRow
     now = bindparam("now", type_=UtcDateTime())
     in_flight = and_(d.claimed_until.is_not(None), d.claimed_until >= now)
     pending = (

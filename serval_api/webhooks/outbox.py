@@ -1,4 +1,4 @@
-"""The durable outbox: build events become `WebhookDelivery` rows in the transaction that
+"""The durable outbox: build events become `WebhookDeliveryRow` rows in the transaction that
 changes the build, so an event is recorded exactly when its change is, whatever happens after
 the commit (the delivery worker sends them, `delivery.py`)."""
 
@@ -11,7 +11,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from serval_api.db.models import Build, DeliveryState, Engine, EngineType, Webhook, WebhookDelivery, utcnow
+from serval_api.db.models import (
+    BuildRow,
+    DeliveryState,
+    EngineRow,
+    EngineType,
+    WebhookDeliveryRow,
+    WebhookRow,
+    utcnow,
+)
 from serval_api.service.keys import new_id
 from serval_api.urls import build_url, engine_url
 from serval_api.webhooks.events import WebhookEvent
@@ -21,7 +29,7 @@ WEBHOOK_DELIVERIES = "webhook-deliveries"
 
 
 def build_events(
-    build: Build, *, was_running: bool, was_started: bool, word_alignment: bool = False
+    build: BuildRow, *, was_running: bool, was_started: bool, word_alignment: bool = False
 ) -> list[WebhookEvent]:
     """The events of one change of `build`: started the first time it gets a start date (a
     restarted build does not start again), finished when it leaves Pending/Active.
@@ -40,18 +48,20 @@ def build_events(
 
 
 async def enqueue_build_events(
-    s: AsyncSession, build: Build, *, was_running: bool, was_started: bool, base_url: str
+    s: AsyncSession, build: BuildRow, *, was_running: bool, was_started: bool, base_url: str
 ) -> int:
     """Add one delivery per event of this change and hook of the build's owner that wants it;
     returns how many. Call it in the session that changes the build, before it commits."""
-    engine = await s.get(Engine, build.engine_id)
+    engine = await s.get(EngineRow, build.engine_id)
     word_alignment = engine is not None and EngineType(engine.type).is_word_alignment
     events = build_events(
         build, was_running=was_running, was_started=was_started, word_alignment=word_alignment
     )
     if not events:
         return 0
-    hooks = (await s.scalars(select(Webhook).where(Webhook.owner == build.owner).order_by(Webhook.id))).all()
+    hooks = (
+        await s.scalars(select(WebhookRow).where(WebhookRow.owner == build.owner).order_by(WebhookRow.id))
+    ).all()
     now = utcnow()
     count = 0
     for event in events:
@@ -59,7 +69,7 @@ async def enqueue_build_events(
         for hook in hooks:
             if event.value in hook.events:
                 s.add(
-                    WebhookDelivery(
+                    WebhookDeliveryRow(
                         id=new_id(),
                         hook_id=hook.id,
                         owner=build.owner,
@@ -77,7 +87,7 @@ async def enqueue_build_events(
     return count
 
 
-def event_body(event: WebhookEvent, build: Build, base_url: str) -> str:
+def event_body(event: WebhookEvent, build: BuildRow, base_url: str) -> str:
     """The JSON text Serval sends for `event`; these exact bytes are signed and POSTed."""
     wa = event in (WebhookEvent.WORD_ALIGNMENT_BUILD_STARTED, WebhookEvent.WORD_ALIGNMENT_BUILD_FINISHED)
     payload: dict[str, Any] = {

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from serval_api.db.database import Database
-from serval_api.db.models import DeliveryState, WebhookDelivery, utcnow
+from serval_api.db.models import DeliveryState, WebhookDeliveryRow, utcnow
 from serval_api.webhooks.claims import Claim
 from serval_api.webhooks.sending import Attempt
 from serval_common.settings import WebhookSettings
@@ -48,7 +48,7 @@ async def record_attempt(
     extra = {**claim.log_extra, "attempt": claim.attempts + 1, "status": status}
     next_attempt_at: datetime | None = None
     async with db.session() as s:
-        row = await s.get(WebhookDelivery, claim.delivery_id, with_for_update=True)
+        row = await s.get(WebhookDeliveryRow, claim.delivery_id, with_for_update=True)
         if row is None or row.claimed_by != claim.token or row.state != DeliveryState.PENDING.value:
             log.warning("webhook delivery claim lost before its outcome was recorded", extra=extra)
             return None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, select
 
 from serval_api.db.database import Database
-from serval_api.db.models import DeliveryState, WebhookDelivery, utcnow
+from serval_api.db.models import DeliveryState, WebhookDeliveryRow, utcnow
 from serval_common.settings import WebhookSettings
 
 if TYPE_CHECKING:
@@ -41,14 +41,14 @@ async def prune_settled(
         before = now - timedelta(seconds=keep_s)
         while True:
             old = (
-                select(WebhookDelivery.id)
-                .where(WebhookDelivery.state == state.value, WebhookDelivery.last_attempt_at < before)
+                select(WebhookDeliveryRow.id)
+                .where(WebhookDeliveryRow.state == state.value, WebhookDeliveryRow.last_attempt_at < before)
                 .limit(PRUNE_BATCH)
             )
             async with db.session() as s:
                 ids = list((await s.scalars(old)).all())
                 if ids:
-                    await s.execute(delete(WebhookDelivery).where(WebhookDelivery.id.in_(ids)))
+                    await s.execute(delete(WebhookDeliveryRow).where(WebhookDeliveryRow.id.in_(ids)))
             pruned += len(ids)
             if metrics is not None and ids:
                 metrics.webhook_pruned.labels(state.value).inc(len(ids))

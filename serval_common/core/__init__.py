@@ -4,8 +4,8 @@ and `WordGraph`), and who asked for them (`Sender`: owner, API key, interactive 
 
 The service layer, the dispatcher and the node's engine families speak only this model; each
 transport converts at its own edge: Serval REST (`serval_api/rest/`), Serval gRPC
-(`serval_api/grpc/`), the node protocol (`inference_gpu/protocol.py` and
-`serval_api/routing/codec.py`), SIL Converters' dialect and LibreTranslate's.
+(`serval_api/grpc/`), the node protocol (`serval_common/node_codec.py`, used by both ends),
+SIL Converters' dialect and LibreTranslate's.
 """
 
 from serval_common.core.detail import Detail

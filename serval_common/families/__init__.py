@@ -18,6 +18,7 @@ from serval_common.families.registry import (
     family,
     names,
     of_backend,
+    of_spelling,
     of_wire,
     register,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "family",
     "names",
     "of_backend",
+    "of_spelling",
     "of_wire",
     "register",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from serval.inference.v1 import node_pb2
 from serval_common import thot_alignment, thot_smt
 from serval_common.alignment_build_options import AlignmentBuildOptions
-from serval_common.build_options import BuildOptions
+from serval_common.build_options import NmtBuildOptions
 from serval_common.families.family import (
     ALIGNMENT_OPERATIONS,
     TRANSLATION_OPERATIONS,
@@ -23,10 +23,10 @@ NMT = register(
     EngineFamily(
         name="nmt",
         kind=Kind.TRANSLATION,
-        options=BuildOptions,
-        job="build_jobs.nmt_job:NmtBuildJob",
+        options=NmtBuildOptions,
+        job="build_jobs.nmt.job:NmtBuildJob",
         backend=CTRANSLATE2,
-        node_model="inference_gpu.families.nmt:NmtModel",
+        node_model="inference_gpu.families.nmt.model:NmtModel",
         wire=node_pb2.ENGINE_FAMILY_NMT,
         operations=TRANSLATION_OPERATIONS,
         pretranslates=True,
@@ -41,7 +41,7 @@ SMT_TRANSFER = register(
         options=SmtBuildOptions,
         job="build_jobs.smt.build:SmtBuildJob",
         backend=thot_smt.BACKEND,
-        node_model="inference_gpu.families.smt:SmtModel",
+        node_model="inference_gpu.families.smt.model:SmtModel",
         wire=node_pb2.ENGINE_FAMILY_SMT_TRANSFER,
         operations=TRANSLATION_OPERATIONS,
         machine_source="SMT",
@@ -66,7 +66,7 @@ ECHO = register(
     EngineFamily(
         name="echo",
         kind=Kind.TRANSLATION,
-        options=BuildOptions,
+        options=NmtBuildOptions,
         job=None,
         backend=None,
         operations=TRANSLATION_OPERATIONS,

@@ -46,6 +46,21 @@ def names(kind: Kind | None = None, *, where: Callable[[EngineFamily], bool] | N
     )
 
 
+def of_spelling(value: str) -> EngineFamily | None:
+    """The family an engine type names in any of Serval's spellings: REST's kebab-case
+    (`smt-transfer`), gRPC's and the C# enum's PascalCase (`SmtTransfer`), snake_case, in any
+    letter case and with blanks around it. None: no family's name."""
+    key = _loose(value)
+    for f in _FAMILIES.values():
+        if _loose(f.name) == key:
+            return f
+    return None
+
+
+def _loose(spelling: str) -> str:
+    return spelling.strip().lower().replace("-", "").replace("_", "")
+
+
 def of_backend(backend: str) -> EngineFamily:
     """The family whose model folders name `backend` in their manifest."""
     for f in _FAMILIES.values():

@@ -16,8 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.app import ApiService
 from serval_api.auth import ALL_ENGINE_SCOPES, READ_STATUS
-from serval_api.builds.launcher import JobLauncher, JobSpec
 from serval_api.service.keys import create_api_key
+from serval_api.service.launcher import JobLauncher
+from serval_common.jobs import JobSpec
 from serval_common.settings import ApiSettings, Settings
 from tests.helpers import metrics_text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, func, insert, select
 
-from serval_api.db.models import DataFileChunk
+from serval_api.db.models import DataFileChunkRow
 from serval_api.service.file_contents import contents_key
 from tests.api.conftest import RunningApi
 
@@ -16,7 +16,9 @@ def chunk_count(api: RunningApi, file_id: str) -> int:
 
     async def count() -> int:
         async with services.db.session() as s:
-            query = select(func.count()).select_from(DataFileChunk).where(DataFileChunk.file_id == file_id)
+            query = (
+                select(func.count()).select_from(DataFileChunkRow).where(DataFileChunkRow.file_id == file_id)
+            )
             return int(await s.scalar(query) or 0)
 
     return api.run(count())
@@ -29,9 +31,9 @@ def set_chunks(api: RunningApi, file_id: str, *pieces: bytes) -> None:
 
     async def write() -> None:
         async with services.db.session() as s:
-            await s.execute(delete(DataFileChunk).where(DataFileChunk.file_id == file_id))
+            await s.execute(delete(DataFileChunkRow).where(DataFileChunkRow.file_id == file_id))
             for seq, data in enumerate(pieces):
-                await s.execute(insert(DataFileChunk).values(file_id=file_id, seq=seq, data=data))
+                await s.execute(insert(DataFileChunkRow).values(file_id=file_id, seq=seq, data=data))
 
     api.run(write())
 

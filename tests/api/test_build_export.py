@@ -259,7 +259,7 @@ def test_grpc_start_build_records_its_choices_in_the_typed_model(
 ) -> None:
     """Serval's `train_on_*` / `pretranslate_*` flags become the same entries a REST build stores:
     chapters as a scripture range, text ids as text ids, `…_all` as a whole corpus."""
-    from serval_api.db.models import Build
+    from serval_api.db.models import BuildRow
 
     engine = create_engine(owner)
     source_file = upload(owner, "MAT.txt", text(ENG_MAT))
@@ -315,7 +315,7 @@ def test_grpc_start_build_records_its_choices_in_the_typed_model(
     async def stored() -> tuple[Any, Any]:
         assert api.service.services is not None
         async with api.service.services.db.session() as s:
-            row = await s.get(Build, "c" * 24)
+            row = await s.get(BuildRow, "c" * 24)
             assert row is not None
             return row.train_on, row.pretranslate
 

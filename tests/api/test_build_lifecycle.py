@@ -19,7 +19,8 @@ from serval.word_alignment.v1 import platform_pb2 as alignment_platform
 from serval.word_alignment.v1 import platform_pb2_grpc as alignment_platform_grpc
 from serval_api.auth import ALL_SCOPES
 from serval_api.builds.echo import EchoLauncher
-from serval_api.builds.launcher import JobSpec, LaunchRefused
+from serval_api.service.launcher import LaunchRefused
+from serval_common.jobs import JobSpec
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, follow_build
 
 TRANSLATION = "/translation/engines"

@@ -16,7 +16,7 @@ from sqlalchemy import update
 
 from serval.translation.v1 import platform_pb2
 from serval_api.auth import ALL_SCOPES, READ_ENGINES, UPDATE_ENGINES
-from serval_api.db.models import Build
+from serval_api.db.models import BuildRow
 from serval_api.service.changes import owner_builds_key
 from serval_api.service.deployment import service_version
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine, wait_for_build
@@ -80,7 +80,7 @@ def set_columns(api: RunningApi, build_id: str, **values: Any) -> None:
 
     async def write() -> None:
         async with db.session() as s:
-            await s.execute(update(Build).where(Build.id == build_id).values(**values))
+            await s.execute(update(BuildRow).where(BuildRow.id == build_id).values(**values))
 
     api.run(write())
 

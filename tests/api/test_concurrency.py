@@ -15,7 +15,7 @@ import pytest
 
 from serval.translation.v1 import platform_pb2
 from serval_api.db.database import Database
-from serval_api.db.models import Build, Engine
+from serval_api.db.models import BuildRow, EngineRow
 from serval_api.service import build_transitions, platform
 from tests.api.conftest import LONG_POLL_MAX_S, RunningApi, create_engine
 from tests.api.test_platform_api import as_job, job_stub
@@ -43,7 +43,7 @@ def record_applied_revisions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The build revision each applied job report produced (reports a finished build ignores are absent)."""
     revisions: list[int] = []
 
-    async def recording(services: Any, build_id: str, change: Any) -> Build | None:
+    async def recording(services: Any, build_id: str, change: Any) -> BuildRow | None:
         build = await build_transitions.apply_job_change(services, build_id, change)
         if build is not None:
             revisions.append(build.revision)
@@ -161,7 +161,7 @@ def test_locked_read_modify_write_transactions_take_turns(database_url: str) -> 
             await db.migrate()
             async with db.session() as s:
                 s.add(
-                    Engine(
+                    EngineRow(
                         id="e",
                         owner="o",
                         type="nmt",
@@ -174,7 +174,7 @@ def test_locked_read_modify_write_transactions_take_turns(database_url: str) -> 
 
             async def increment() -> None:
                 async with db.session() as s:
-                    engine = await s.get(Engine, "e", with_for_update=True)
+                    engine = await s.get(EngineRow, "e", with_for_update=True)
                     assert engine is not None
                     seen = engine.model_revision
                     await asyncio.sleep(0.05)
@@ -182,7 +182,7 @@ def test_locked_read_modify_write_transactions_take_turns(database_url: str) -> 
 
             await asyncio.gather(*(increment() for _ in range(5)))
             async with db.session() as s:
-                engine = await s.get(Engine, "e")
+                engine = await s.get(EngineRow, "e")
                 assert engine is not None
                 return engine.model_revision
         finally:

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from serval.inference.v1 import node_pb2
 from serval_api.auth import ALL_SCOPES
-from serval_api.db.models import Build, Pretranslation
+from serval_api.db.models import BuildRow, PretranslationRow
 from serval_common.settings import ApiSettings, Settings, StoreSettings
 from serval_common.store import ModelStore
 from tests.api.conftest import RunningApi
@@ -54,7 +54,7 @@ def publish_revision(store: ModelStore, engine_id: str, revision: int) -> None:
     store.write_bytes(f"models/{engine_id}/{revision}/manifest.json", b"{}")
 
 
-def rows(api: RunningApi, model: type[Build] | type[Pretranslation], engine_id: str) -> int:
+def rows(api: RunningApi, model: type[BuildRow] | type[PretranslationRow], engine_id: str) -> int:
     assert api.service.services is not None
     db = api.service.services.db
 
@@ -82,7 +82,7 @@ def engine_with_history(api: RunningApi, client: httpx.Client, store: ModelStore
     publish_revision(store, engine_id, 1)
     done.completed()
     running = start_build(api, client, engine_id, pc_id)
-    assert rows(api, Pretranslation, engine_id) > 0
+    assert rows(api, PretranslationRow, engine_id) > 0
     assert {f"builds/{done.build_id}", f"builds/{running.build_id}", f"models/{engine_id}/1"} <= {
         key.rsplit("/", 1)[0] for key in all_keys(store)
     }
@@ -129,7 +129,7 @@ def test_an_engine_leaves_the_store_after_the_node_serving_it_unloads_it(api: Ru
             node.close()
 
         assert api.launcher.canceled == [running_build], "the running build is canceled"
-        assert rows(api, Pretranslation, engine_id) == rows(api, Build, engine_id) == 0
+        assert rows(api, PretranslationRow, engine_id) == rows(api, BuildRow, engine_id) == 0
         assert not [key for key in all_keys(store) if key.startswith(("models/", "builds/"))]
         assert owner.post(f"/translation/engines/{engine_id}/translate", json="verse").status_code == 404
         delete_files_and_corpora(owner)

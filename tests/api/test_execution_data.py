@@ -15,8 +15,9 @@ import pytest
 
 from serval.translation.v1 import platform_pb2
 from serval_api.auth import ALL_SCOPES
-from serval_api.builds.recovery import MAX_RESTARTS, recover_builds
+from serval_api.db.models.build_record import ExecutionData
 from serval_api.service import diagnostics
+from serval_api.service.build_recovery import MAX_RESTARTS, recover_builds
 from serval_api.service.build_segments import NO_PAIRS
 from serval_api.service.verse_counts import verse_count, verse_of
 from serval_common.manifest import Manifest, publish_folder
@@ -225,14 +226,16 @@ def test_a_jobs_warnings_and_a_fault_become_diagnostics(api: RunningApi, owner: 
 def test_diagnostics_past_the_cap_keep_the_most_severe() -> None:
     infos = [diagnostics.diagnostic("X-1", diagnostics.Severity.INFO, f"info {n}") for n in range(1500)]
     errors = [diagnostics.build_fault(f"fault {n}") for n in range(3)]
-    merged = diagnostics.merged({"diagnostics": infos[:10]}, [*infos, *errors])
-    assert merged["diagnosticsTruncated"] is True
-    kept = merged["diagnostics"]
+    merged = diagnostics.merged(ExecutionData(diagnostics=infos[:10]), [*infos, *errors])
+    assert merged.diagnostics_truncated is True
+    kept = merged.diagnostics or []
     assert len(kept) == diagnostics.MAX_DIAGNOSTICS
-    assert [d["message"] for d in kept[:3]] == ["fault 0", "fault 1", "fault 2"]
+    assert [d.message for d in kept[:3]] == ["fault 0", "fault 1", "fault 2"]
     again = diagnostics.merged(merged, [])
-    assert again["diagnosticsTruncated"] is True and len(again["diagnostics"]) == diagnostics.MAX_DIAGNOSTICS
-    assert diagnostics.merged(None, errors[:1]) == {"diagnostics": errors[:1], "diagnosticsTruncated": False}
+    assert again.diagnostics_truncated is True and len(again.diagnostics or []) == diagnostics.MAX_DIAGNOSTICS
+    assert diagnostics.merged(None, errors[:1]) == ExecutionData(
+        diagnostics=errors[:1], diagnostics_truncated=False
+    )
 
 
 def test_verses_are_what_sil_machine_calls_verses() -> None:

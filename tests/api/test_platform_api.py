@@ -8,7 +8,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
-from serval_api.db.models import Build
+from serval_api.db.models import BuildRow
 from tests.api.conftest import RunningApi, create_engine
 from tests.helpers import wait_until
 
@@ -21,13 +21,13 @@ def as_job(api: RunningApi) -> tuple[tuple[str, str]]:
     return (("authorization", f"Bearer {api.launcher.specs[-1].job_token}"),)
 
 
-def stored_build(api: RunningApi, build_id: str) -> Build:
+def stored_build(api: RunningApi, build_id: str) -> BuildRow:
     assert api.service.services is not None
     db = api.service.services.db
 
-    async def read() -> Build:
+    async def read() -> BuildRow:
         async with db.session() as s:
-            build = await s.get(Build, build_id)
+            build = await s.get(BuildRow, build_id)
             assert build is not None
             return build
 
@@ -228,7 +228,9 @@ def test_quote_convention_reports(api: RunningApi, client: httpx.Client) -> None
             parallel_corpus_id="pc3", target_quote_convention="not_a_convention", source_quote_convention="x"
         ),
     )
-    assert stored_build(api, build["id"]).analysis == [
+    assert [
+        a.model_dump(by_alias=True, exclude_none=True) for a in stored_build(api, build["id"]).analysis or []
+    ] == [
         {
             "parallelCorpusRef": "pc1",
             "targetQuoteConvention": "standard_french",

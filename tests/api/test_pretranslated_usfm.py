@@ -16,7 +16,7 @@ import pytest
 from build_jobs.job import _report_quote_conventions
 from build_jobs.report import PlatformReporter
 from serval_api.auth import ALL_SCOPES
-from serval_api.db.models import Build, EngineCorpus
+from serval_api.db.models import BuildRow, EngineCorpusRow
 from tests.api.conftest import RunningApi, create_engine
 from tests.api.file_rows import set_chunks
 from tests.api.test_build_export import corpus, parallel_corpus, text, upload
@@ -80,12 +80,12 @@ def paratext_corpus(client: httpx.Client, language: str, data: bytes) -> tuple[s
     return response.json()["id"], file_id
 
 
-def read_build(api: RunningApi, build_id: str) -> Build:
+def read_build(api: RunningApi, build_id: str) -> BuildRow:
     assert api.service.services is not None
 
-    async def read() -> Build:
+    async def read() -> BuildRow:
         async with api.service.services.db.session() as s:  # type: ignore[union-attr]
-            build = await s.get(Build, build_id)
+            build = await s.get(BuildRow, build_id)
             assert build is not None
             return build
 
@@ -99,7 +99,7 @@ def add_engine_corpus(api: RunningApi, engine_id: str, source_file: str, target_
     async def add() -> None:
         async with api.service.services.db.session() as s:  # type: ignore[union-attr]
             s.add(
-                EngineCorpus(
+                EngineCorpusRow(
                     id="ec-quotes",
                     engine_id=engine_id,
                     owner="owner-a",
@@ -154,7 +154,7 @@ def get_usfm(client: httpx.Client, built: dict[str, Any], book: str = "MAT", **p
 def test_the_job_reports_the_target_quote_convention(api: RunningApi, built: dict[str, Any]) -> None:
     build = read_build(api, built["build"])
     assert build.target_quote_convention == "standard_english"
-    assert build.analysis == [
+    assert [a.model_dump(by_alias=True, exclude_none=True) for a in build.analysis or []] == [
         {
             "parallelCorpusRef": built["pc"],
             "targetQuoteConvention": "standard_english",

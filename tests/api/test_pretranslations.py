@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from build_jobs.report import PlatformReporter
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
 from serval_api.auth import ALL_SCOPES, CREATE_ENGINES
-from serval_api.db.models import Pretranslation
+from serval_api.db.models import PretranslationRow
 from tests.api.conftest import RunningApi, create_engine, wait_for_build
 from tests.api.test_build_export import ENG_MAT, SWH_MAT, corpus, parallel_corpus, paratext_zip, text, upload
 
@@ -116,7 +116,7 @@ def stored_rows(api: RunningApi, **where: str) -> int:
     db = api.service.services.db
 
     async def count() -> int:
-        query = select(func.count()).select_from(Pretranslation).filter_by(**where)
+        query = select(func.count()).select_from(PretranslationRow).filter_by(**where)
         async with db.session() as s:
             return int(await s.scalar(query) or 0)
 

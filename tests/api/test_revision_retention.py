@@ -23,7 +23,7 @@ from sqlalchemy import update
 
 from build_jobs.publish import publish_revision
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
-from serval_api.db.models import Build
+from serval_api.db.models import BuildRow
 from serval_api.service.store_sweep import sweep_store
 from serval_common.manifest import Manifest
 from serval_common.settings import ApiSettings, Settings, StoreSettings
@@ -97,7 +97,7 @@ def finished_ago(api: RunningApi, build_id: str, ago: timedelta) -> None:
     async def write() -> None:
         async with db.session() as s:
             await s.execute(
-                update(Build).where(Build.id == build_id).values(date_finished=datetime.now(UTC) - ago)
+                update(BuildRow).where(BuildRow.id == build_id).values(date_finished=datetime.now(UTC) - ago)
             )
 
     api.run(write())

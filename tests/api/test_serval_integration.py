@@ -48,7 +48,7 @@ from sqlalchemy import update
 
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
 from serval_api.auth import ALL_SCOPES, READ_FILES
-from serval_api.db.models import Build
+from serval_api.db.models import BuildRow
 from tests.api.conftest import RunningApi, create_engine, wait_for_build
 
 WA = "/word-alignment/engines"
@@ -150,7 +150,7 @@ def finished_at(api: RunningApi, build_id: str, when: datetime) -> None:
 
     async def write() -> None:
         async with db.session() as s:
-            await s.execute(update(Build).where(Build.id == build_id).values(date_finished=when))
+            await s.execute(update(BuildRow).where(BuildRow.id == build_id).values(date_finished=when))
 
     api.run(write())
 

@@ -15,7 +15,7 @@ from sqlalchemy import insert
 
 from inference_gpu.node import InferenceNode
 from serval.inference.v1 import node_pb2, node_pb2_grpc
-from serval_api.db.models import TrainSegment, utcnow
+from serval_api.db.models import TrainSegmentRow, utcnow
 from serval_api.routing.replay import CHUNK_BYTES
 from serval_api.service.train_segments import source_key
 from serval_common.settings import NodeSettings, Settings
@@ -56,7 +56,7 @@ def engine(api: RunningApi) -> tuple[str, list[tuple[str, str]]]:
         async with db.session() as s:
             for start in range(0, PAIRS, 5000):
                 await s.execute(
-                    insert(TrainSegment),
+                    insert(TrainSegmentRow),
                     [
                         {
                             "engine_id": engine_id,

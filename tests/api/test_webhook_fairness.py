@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from serval_api.db.database import Database
-from serval_api.db.models import Webhook, WebhookDelivery, utcnow
+from serval_api.db.models import WebhookDeliveryRow, WebhookRow, utcnow
 from serval_api.webhooks.delivery import DeliveryWorker
 from serval_common.settings import WebhookSettings
 from tests.api.conftest import RunningApi, create_engine
@@ -127,7 +127,7 @@ def claimed_now(api: RunningApi, owner: str) -> int:
 def test_claims_take_turns_between_owners(database_url: str, receiver: Receiver) -> None:
     """B's 30 due rows are older than A's one; a round with room for two sends A's and B's oldest."""
 
-    async def run() -> tuple[list[WebhookDelivery], int]:
+    async def run() -> tuple[list[WebhookDeliveryRow], int]:
         db = Database(database_url)
         await db.migrate()
         try:
@@ -136,7 +136,7 @@ def test_claims_take_turns_between_owners(database_url: str, receiver: Receiver)
                 for owner, hooks in (("owner-b", 3), ("owner-a", 1)):
                     for h in range(hooks):
                         s.add(
-                            Webhook(
+                            WebhookRow(
                                 id=f"{owner}-{h}",
                                 owner=owner,
                                 payload_url=receiver.url,
@@ -170,14 +170,16 @@ def test_a_claim_outlives_a_slow_send_and_no_row_is_sent_twice(database_url: str
     receiver = Receiver(SECRET, delay_s=0.6).start()
     settings = _settings(claim_lease_s=0.4, hook_concurrency=1, timeout_s=30.0)  # a bound, not a speed
 
-    async def run() -> list[WebhookDelivery]:
+    async def run() -> list[WebhookDeliveryRow]:
         db = Database(database_url)
         await db.migrate()
         try:
             now = utcnow()
             async with db.session() as s:
                 s.add(
-                    Webhook(id="slow", owner="o", payload_url=receiver.url, secret=SECRET, events=ALL_EVENTS)
+                    WebhookRow(
+                        id="slow", owner="o", payload_url=receiver.url, secret=SECRET, events=ALL_EVENTS
+                    )
                 )
                 for n in range(rows):
                     s.add(_row(f"d{n}", "slow", "o", now + timedelta(microseconds=n)))
@@ -220,7 +222,9 @@ def test_one_hook_gets_its_own_bounded_concurrency_and_each_builds_events_in_ord
         try:
             now = utcnow()
             async with db.session() as s:
-                s.add(Webhook(id="h", owner="o", payload_url=receiver.url, secret=SECRET, events=ALL_EVENTS))
+                s.add(
+                    WebhookRow(id="h", owner="o", payload_url=receiver.url, secret=SECRET, events=ALL_EVENTS)
+                )
                 for n in range(builds):
                     for k, event in enumerate(ALL_EVENTS):
                         row = _row(f"d{n}-{k}", "h", "o", now + timedelta(microseconds=2 * n + k), event)
@@ -333,8 +337,8 @@ def _settings(**fields: float | int) -> WebhookSettings:
 
 def _row(
     row_id: str, hook_id: str, owner: str, created: object, event: str = "TranslationBuildStarted"
-) -> WebhookDelivery:
-    return WebhookDelivery(
+) -> WebhookDeliveryRow:
+    return WebhookDeliveryRow(
         id=row_id,
         hook_id=hook_id,
         owner=owner,
@@ -345,6 +349,6 @@ def _row(
     )
 
 
-async def _rows(db: Database) -> list[WebhookDelivery]:
+async def _rows(db: Database) -> list[WebhookDeliveryRow]:
     async with db.session() as s:
-        return list((await s.scalars(select(WebhookDelivery).order_by(WebhookDelivery.id))).all())
+        return list((await s.scalars(select(WebhookDeliveryRow).order_by(WebhookDeliveryRow.id))).all())

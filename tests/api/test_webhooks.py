@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from serval.translation.v1 import platform_pb2
 from serval_api.auth import ALL_SCOPES
-from serval_api.db.models import Webhook, WebhookDelivery, utcnow
+from serval_api.db.models import WebhookDeliveryRow, WebhookRow, utcnow
 from serval_api.webhooks.addresses import AddressPolicy
 from serval_api.webhooks.outcomes import retry_delay_s
 from serval_api.webhooks.sending import signature
@@ -89,13 +89,13 @@ def echo_build(client: httpx.Client, engine_id: str | None = None) -> tuple[str,
     return engine_id, response.json()["id"]
 
 
-def deliveries(api: RunningApi) -> list[WebhookDelivery]:
+def deliveries(api: RunningApi) -> list[WebhookDeliveryRow]:
     assert api.service.services is not None
     db = api.service.services.db
 
-    async def read() -> list[WebhookDelivery]:
+    async def read() -> list[WebhookDeliveryRow]:
         async with db.session() as s:
-            query = select(WebhookDelivery).order_by(WebhookDelivery.created_at, WebhookDelivery.id)
+            query = select(WebhookDeliveryRow).order_by(WebhookDeliveryRow.created_at, WebhookDeliveryRow.id)
             return list((await s.scalars(query)).all())
 
     return api.run(read())
@@ -339,7 +339,7 @@ def test_refused_address_at_delivery_is_a_failed_attempt(api: RunningApi, receiv
     async def add_hook() -> None:
         async with db.session() as s:
             s.add(
-                Webhook(
+                WebhookRow(
                     id="rebound", owner="owner-a", payload_url=receiver.url, secret=SECRET, events=ALL_EVENTS
                 )
             )
@@ -369,7 +369,7 @@ def test_lapsed_claim_of_a_dead_replica_is_delivered(hooked: RunningApi, receive
     async def add_claimed() -> None:
         async with db.session() as s:
             s.add(
-                WebhookDelivery(
+                WebhookDeliveryRow(
                     id="orphan",
                     hook_id=hook["id"],
                     owner="owner-a",
@@ -438,14 +438,14 @@ def delivered_by(api: RunningApi) -> float:
     return sample(scrape, "serval_api_webhook_deliveries_total", outcome="delivered") or 0.0
 
 
-def deliveries_of(settings: Settings) -> list[WebhookDelivery]:
+def deliveries_of(settings: Settings) -> list[WebhookDeliveryRow]:
     from serval_api.db.database import Database
 
-    async def read() -> list[WebhookDelivery]:
+    async def read() -> list[WebhookDeliveryRow]:
         db = Database(settings.resolved_database_url)
         try:
             async with db.session() as s:
-                return list((await s.scalars(select(WebhookDelivery))).all())
+                return list((await s.scalars(select(WebhookDeliveryRow))).all())
         finally:
             await db.close()
 
@@ -505,14 +505,14 @@ def test_https_delivery_connects_to_the_checked_address_and_verifies_the_name(
     receiver = Receiver(SECRET, tls=server_tls).start()
     url = f"https://localhost:{receiver.port}/hook"
 
-    async def deliver() -> WebhookDelivery:
+    async def deliver() -> WebhookDeliveryRow:
         db = Database(database_url)
         await db.migrate()
         try:
             async with db.session() as s:
-                s.add(Webhook(id="tls", owner="o", payload_url=url, secret=SECRET, events=ALL_EVENTS))
+                s.add(WebhookRow(id="tls", owner="o", payload_url=url, secret=SECRET, events=ALL_EVENTS))
                 s.add(
-                    WebhookDelivery(
+                    WebhookDeliveryRow(
                         id="d", hook_id="tls", owner="o", event="TranslationBuildStarted", body="{}"
                     )
                 )
@@ -525,7 +525,7 @@ def test_https_delivery_connects_to_the_checked_address_and_verifies_the_name(
             finally:
                 await worker.stop()
             async with db.session() as s:
-                row = await s.get(WebhookDelivery, "d")
+                row = await s.get(WebhookDeliveryRow, "d")
                 assert row is not None
                 return row
         finally:

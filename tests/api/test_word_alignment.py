@@ -20,7 +20,7 @@ from serval.translation.v1 import engine_pb2 as translation_pb2
 from serval.translation.v1 import engine_pb2_grpc as translation_pb2_grpc
 from serval.word_alignment.v1 import common_pb2, engine_pb2, engine_pb2_grpc, platform_pb2, platform_pb2_grpc
 from serval_api.auth import ALL_SCOPES
-from serval_api.db.models import WebhookDelivery
+from serval_api.db.models import WebhookDeliveryRow
 from serval_common.jobs import WORD_ALIGN_INPUT
 from tests.api.conftest import RunningApi, create_engine
 from tests.api.test_build_export import ENG_MAT, SWH_MAT, corpus, text
@@ -375,14 +375,14 @@ def test_word_alignments_of_the_current_model(api: RunningApi, owner: httpx.Clie
 def stored_word_alignments(api: RunningApi) -> int:
     from sqlalchemy import func
 
-    from serval_api.db.models import WordAlignment
+    from serval_api.db.models import WordAlignmentRow
 
     assert api.service.services is not None
     db = api.service.services.db
 
     async def count() -> int:
         async with db.session() as s:
-            return int(await s.scalar(select(func.count()).select_from(WordAlignment)) or 0)
+            return int(await s.scalar(select(func.count()).select_from(WordAlignmentRow)) or 0)
 
     return api.run(count())
 
@@ -582,7 +582,7 @@ def test_webhook_events_are_word_alignment_events(api: RunningApi, owner: httpx.
 
     async def bodies() -> list[tuple[str, dict[str, Any]]]:
         async with db.session() as s:
-            rows = (await s.scalars(select(WebhookDelivery).order_by(WebhookDelivery.created_at))).all()
+            rows = (await s.scalars(select(WebhookDeliveryRow).order_by(WebhookDeliveryRow.created_at))).all()
             return [(row.event, json.loads(row.body)) for row in rows]
 
     delivered = api.run(bodies())

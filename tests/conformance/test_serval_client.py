@@ -824,7 +824,7 @@ def run_build_job(api: RunningApi) -> Callable[[dict[str, Any]], None]:
 
 
 FAMILY_MODULES = {
-    "smt-transfer": ("inference_gpu.families.smt", "build_jobs.smt.build"),
+    "smt-transfer": ("inference_gpu.families.smt.model", "build_jobs.smt.build"),
     "statistical": ("inference_gpu.families.alignment", "build_jobs.alignment.job"),
 }
 

@@ -27,11 +27,11 @@ import pytest
 
 from serval.inference.v1 import node_pb2
 from serval.translation.v1 import platform_pb2, platform_pb2_grpc
-from serval_api.builds.launcher import JobSpec
 from serval_api.routing.registry import NodeRegistry
 from serval_api.routing.session import NodeSession
 from serval_api.service.keys import create_node_token
 from serval_cli import processes
+from serval_common.jobs import JobSpec
 from serval_common.manifest import Manifest, publish_folder
 from serval_common.settings import ApiSettings, Settings, StoreSettings
 from serval_common.store import ModelStore, open_store

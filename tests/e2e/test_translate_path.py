@@ -12,8 +12,8 @@ import ctranslate2
 import grpc
 import pytest
 
-from inference_gpu.nllb import NllbTokenizer
 from serval.translation.v1 import engine_pb2, engine_pb2_grpc
+from serval_common.nllb_tokenizer import NllbTokenizer
 from serval_common.settings import NodeSettings
 from tests.e2e.conftest import MAX_SEGMENT_CHARS, Deployment, wait_for_build
 

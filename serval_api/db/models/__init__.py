@@ -2,37 +2,59 @@
 on SQLite and PostgreSQL. Import them from here: this package is their one public face, and
 importing it registers every table on `Base.metadata` (which the migrations compare against)."""
 
-from serval_api.db.models.base import Base, BuildState, EngineType, UtcDateTime, utcnow
-from serval_api.db.models.corpora import Corpus, DataFile, DataFileChunk, EngineCorpus, ParallelCorpus
-from serval_api.db.models.credentials import ApiKey, NodeToken
-from serval_api.db.models.engines import Build, Engine, Pretranslation, TrainSegment, WordAlignment
-from serval_api.db.models.limits import LongPollCount, RateWindow
-from serval_api.db.models.nodes import Node, NodeSessionRow
-from serval_api.db.models.webhooks import DeliveryState, Webhook, WebhookDelivery
+from serval_api.db.models.base import (
+    TRANSLATION_TYPES,
+    WORD_ALIGNMENT_TYPES,
+    Base,
+    BuildState,
+    EngineType,
+    UtcDateTime,
+    utcnow,
+)
+from serval_api.db.models.corpora import (
+    CorpusRow,
+    DataFileChunkRow,
+    DataFileRow,
+    EngineCorpusRow,
+    ParallelCorpusRow,
+)
+from serval_api.db.models.credentials import ApiKeyRow, NodeTokenRow
+from serval_api.db.models.engines import (
+    BuildRow,
+    EngineRow,
+    PretranslationRow,
+    TrainSegmentRow,
+    WordAlignmentRow,
+)
+from serval_api.db.models.limits import LongPollCountRow, RateWindowRow
+from serval_api.db.models.nodes import NodeRow, NodeSessionRow
+from serval_api.db.models.webhooks import DeliveryState, WebhookDeliveryRow, WebhookRow
 
 __all__ = [
-    "ApiKey",
+    "TRANSLATION_TYPES",
+    "WORD_ALIGNMENT_TYPES",
+    "ApiKeyRow",
     "Base",
-    "Build",
+    "BuildRow",
     "BuildState",
-    "Corpus",
-    "DataFile",
-    "DataFileChunk",
+    "CorpusRow",
+    "DataFileChunkRow",
+    "DataFileRow",
     "DeliveryState",
-    "Engine",
-    "EngineCorpus",
+    "EngineCorpusRow",
+    "EngineRow",
     "EngineType",
-    "LongPollCount",
-    "Node",
+    "LongPollCountRow",
+    "NodeRow",
     "NodeSessionRow",
-    "NodeToken",
-    "ParallelCorpus",
-    "Pretranslation",
-    "RateWindow",
-    "TrainSegment",
+    "NodeTokenRow",
+    "ParallelCorpusRow",
+    "PretranslationRow",
+    "RateWindowRow",
+    "TrainSegmentRow",
     "UtcDateTime",
-    "Webhook",
-    "WebhookDelivery",
-    "WordAlignment",
+    "WebhookDeliveryRow",
+    "WebhookRow",
+    "WordAlignmentRow",
     "utcnow",
 ]

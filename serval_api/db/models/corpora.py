@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from serval_api.db.models.base import Base, utcnow
 
 
-class DataFile(Base):
+class DataFileRow(Base):
     """A client's uploaded file; its contents are its `DataFileChunk` rows (one uploaded before
     those existed has none: its contents are in the model store at `files/{id}/contents`)."""
 
@@ -33,7 +33,7 @@ class DataFile(Base):
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class DataFileChunk(Base):
+class DataFileChunkRow(Base):
     """One piece (at most 1 MiB, a size every database stores in a row) of a data file's contents,
     in `seq` order from 0. A file written since they exist has at least one, empty for an empty
     file, so no chunk at all means the contents are still in the model store."""
@@ -45,7 +45,7 @@ class DataFileChunk(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
-class Corpus(Base):
+class CorpusRow(Base):
     """`files` holds `[{fileId, textId}]` in order; textId is resolved when the corpus is written."""
 
     __tablename__ = "corpora"
@@ -59,7 +59,7 @@ class Corpus(Base):
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class ParallelCorpus(Base):
+class ParallelCorpusRow(Base):
     __tablename__ = "parallel_corpora"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -71,7 +71,7 @@ class ParallelCorpus(Base):
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class EngineCorpus(Base):
+class EngineCorpusRow(Base):
     """Serval's older engine-scoped corpus (`TranslationCorpus`): one source and one target
     language, each side a list of `{fileId, textId}` naming the owner's data files directly."""
 

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from serval_api.db.models.base import Base, utcnow
 
 
-class ApiKey(Base):
+class ApiKeyRow(Base):
     __tablename__ = "api_keys"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -38,7 +38,7 @@ class ApiKey(Base):
     a missing field: the setting."""
 
 
-class NodeToken(Base):
+class NodeTokenRow(Base):
     __tablename__ = "node_tokens"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)

@@ -20,11 +20,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from serval_api.db.models.base import Base, BuildState, utcnow
+from serval_api.db.models.base import Base, BuildState, JsonModel, JsonModelList, utcnow
+from serval_api.db.models.build_record import CorpusAnalysis, ExecutionData, Phase
 from serval_common.model_revision import ModelRevision
 
 
-class Engine(Base):
+class EngineRow(Base):
     __tablename__ = "engines"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -70,7 +71,7 @@ class Engine(Base):
 _RUNNING = text("state IN ('Pending', 'Active')")
 
 
-class Build(Base):
+class BuildRow(Base):
     __tablename__ = "builds"
     __table_args__ = (
         Index(
@@ -102,8 +103,8 @@ class Build(Base):
     date_created: Mapped[datetime] = mapped_column(default=utcnow)
     date_started: Mapped[datetime | None] = mapped_column(default=None)
     date_finished: Mapped[datetime | None] = mapped_column(default=None)
-    execution_data: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    phases: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    execution_data: Mapped[ExecutionData | None] = mapped_column(JsonModel(ExecutionData), default=None)
+    phases: Mapped[list[Phase] | None] = mapped_column(JsonModelList(Phase), default=None)
     job_ref: Mapped[str | None] = mapped_column(String(200), default=None)
     """Who runs the job: `local:{api instance}` or `clearml:{task id}`; restart recovery reads it."""
     restarts: Mapped[int] = mapped_column(Integer, default=0)
@@ -111,11 +112,10 @@ class Build(Base):
     """The API service's version when the build was created (Serval's `deploymentVersion`)."""
     target_quote_convention: Mapped[str | None] = mapped_column(String(64), default=None)
     """The quotation-mark convention the build job detected in the target text; None: none found."""
-    analysis: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
-    """One entry per parallel corpus: `{parallelCorpusRef, sourceQuoteConvention,
-    targetQuoteConvention, canDenormalizeQuotes}` as the build job reported it."""
+    analysis: Mapped[list[CorpusAnalysis] | None] = mapped_column(JsonModelList(CorpusAnalysis), default=None)
+    """One entry per parallel corpus, as the build job reported it."""
     train_segments_through: Mapped[int | None] = mapped_column(Integer, default=None)
-    """The highest `TrainSegment.id` the build's training data included (None: none): a node
+    """The highest `TrainSegmentRow.id` the build's training data included (None: none): a node
     loading the build's revision replays the engine's train segments above it."""
 
     @property
@@ -123,7 +123,7 @@ class Build(Base):
         return BuildState(self.state)
 
 
-class TrainSegment(Base):
+class TrainSegmentRow(Base):
     """A human translation sent with train-segment: it answers an exact (normalized) match of its
     source at once (or, for a family that learns segments, is learned by every node serving the
     engine) and joins the engine's next build as training data.
@@ -145,7 +145,7 @@ class TrainSegment(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class Pretranslation(Base):
+class PretranslationRow(Base):
     """One translated segment a build job streamed back (InsertPretranslations). Rows belong to the
     build's model revision; clients see those of the engine's current `modelRevision`."""
 
@@ -164,7 +164,7 @@ class Pretranslation(Base):
     confidence: Mapped[float] = mapped_column(Float, default=0.0)
 
 
-class WordAlignment(Base):
+class WordAlignmentRow(Base):
     """One aligned sentence pair a word-alignment build streamed back (InsertWordAlignments). Rows
     belong to the build's model revision; clients see those of the engine's current `modelRevision`.
     `alignment` holds `[sourceIndex, targetIndex, score]` triples."""

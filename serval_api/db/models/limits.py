@@ -1,5 +1,5 @@
 """Per-key limits shared across API replicas: request counts per window and open long polls
-(`serval_api/service/quotas.py`)."""
+(written and read by the service layer, `service/quotas.py`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from serval_api.db.models.base import Base
 
 
-class RateWindow(Base):
+class RateWindowRow(Base):
     """How much of a per-key limit was taken in one fixed window (`service/quotas.py`): every
     replica adds to the same row atomically, so the limit holds across replicas and restarts.
     Windows that ended are pruned."""
@@ -31,7 +31,7 @@ class RateWindow(Base):
     """Taken by every replica so far (a replica takes a few at a time; it may pass the limit)."""
 
 
-class LongPollCount(Base):
+class LongPollCountRow(Base):
     """How many long polls of one subject one replica holds waiting: each replica writes its own
     counts about once a second and reads the others', so a key's concurrent long polls are counted
     over all replicas. A replica renews `expires_at` while it runs; a dead one's rows lapse."""

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from serval_api.db.models.base import Base, utcnow
 
 
-class Node(Base):
+class NodeRow(Base):
     """An inference node as last seen by this API replica; live routing state stays in memory."""
 
     __tablename__ = "nodes"

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from serval_api.db.models.base import Base, utcnow
 
 
-class Webhook(Base):
+class WebhookRow(Base):
     """A client's webhook: its events on the owner's engines are POSTed to `payload_url`, signed
     with `secret` (never sent back to clients)."""
 
@@ -39,7 +39,7 @@ class DeliveryState(StrEnum):
     FAILED = "Failed"
 
 
-class WebhookDelivery(Base):
+class WebhookDeliveryRow(Base):
     """The durable outbox: one row per event and hook, written in the same transaction as the
     change it reports; a replica claims due rows, POSTs `body` and records the outcome."""
 

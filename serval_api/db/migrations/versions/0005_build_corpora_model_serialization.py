@@ -1,5 +1,5 @@
 """Builds' `train_on` and `pretranslate` hold the service's own serialization of what a build
-trains on and pretranslates (`serval_api/service/build_corpora.py`, snake_case) instead of the
+trains on and pretranslates (the service layer's `build_corpora.py`, snake_case) instead of the
 client's camelCase request JSON (created 2026-12-08).
 
 Written by hand: the schema is unchanged, only rows move. Before this revision an entry's

@@ -1,4 +1,5 @@
-"""The job launcher interface: how the API service hands a build to a build job."""
+"""The job launcher port: how the service layer hands a build to a build job. The service owns the
+interface; `serval_api.builds` implements it (a local child process, a ClearML task, echo)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,23 @@ from typing import Any
 
 from serval_common.jobs import JobSpec
 
-__all__ = ["ExitHandler", "JobLauncher", "JobSpec", "LaunchRefused", "QueueHandler", "StoreCall"]
+__all__ = [
+    "ECHO_REF",
+    "LOCAL_REF",
+    "REPLICA_BOUND_REFS",
+    "ExitHandler",
+    "JobLauncher",
+    "LaunchRefused",
+    "QueueHandler",
+    "StoreCall",
+]
+
+LOCAL_REF = "local"
+"""The kind of job reference (`local:{api instance}`) of a build job run as this replica's child process."""
+ECHO_REF = "echo"
+"""The kind of job reference (`echo:{api instance}`) of an echo build run inside this replica."""
+REPLICA_BOUND_REFS = frozenset({LOCAL_REF, ECHO_REF})
+"""Job kinds that die with the API replica that runs them: only that replica recovers them."""
 
 ExitHandler = Callable[[str, int, str], Awaitable[None]]
 """Called with (build_id, exit code, last lines of the job's log) when a job ends. Exit code 0 is

@@ -4,7 +4,7 @@ manifest last; `train_revision` does both).
 
 The fine-tune's hyperparameters are the build's options where it set them, else the deployment's
 (`jobs.*` settings), else the base model manifest's `training_defaults`, else the code's defaults
-(`BuildOptions.training`); the revision's manifest records them and where each came from. A
+(`NmtBuildOptions.training`); the revision's manifest records them and where each came from. A
 fine-tune that lowers the held-out chrF is published only when the deployment allows it
 (`refuse_worse`, `jobs.publish_worse_models`).
 
@@ -23,10 +23,16 @@ from pathlib import Path
 
 from build_jobs.base_model.convert import convert_to_ctranslate2
 from build_jobs.data import Corpus, read_corpus
-from build_jobs.evaluate import evaluate, match_targets
-from build_jobs.finetune import Canceled, Progress, ShouldCancel, finetune
+from build_jobs.nmt.evaluation import evaluate, match_targets
+from build_jobs.nmt.finetune import Progress, ShouldCancel, finetune
+from build_jobs.progress import Canceled
 from build_jobs.publish import HF_SUBFOLDER, base_model_prefix, checkpoint_max_positions, publish_revision
-from serval_common.build_options import SOURCE_WORDS, BuildOptions, TrainingDefaults, TrainingHyperparameters
+from serval_common.build_options import (
+    SOURCE_WORDS,
+    NmtBuildOptions,
+    TrainingDefaults,
+    TrainingHyperparameters,
+)
 from serval_common.fine_tune_scores import chrf_worse, worse_sentence
 from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
 from serval_common.manifest import Manifest, ManifestError, fetch_folder, read_manifest
@@ -141,7 +147,7 @@ def train_revision(
     base_model: str,
     source_language: str,
     target_language: str,
-    options: BuildOptions,
+    options: NmtBuildOptions,
     deployment: TrainingDefaults | None = None,
     publish_worse_models: bool = True,
     phase: Phase | None = None,
@@ -197,7 +203,7 @@ def train_model(
     base_model: str,
     source_language: str,
     target_language: str,
-    options: BuildOptions,
+    options: NmtBuildOptions,
     work: Path,
     deployment: TrainingDefaults | None = None,
     phase: Phase | None = None,

@@ -38,7 +38,7 @@ class NllbTranslator:
     def __init__(self, ct2_dir: Path, *, device: str = "cpu", intra_threads: int = CPU_THREADS) -> None:
         import ctranslate2
 
-        from inference_gpu.nllb import NllbTokenizer
+        from serval_common.nllb_tokenizer import NllbTokenizer
 
         self._tokenizer = NllbTokenizer.from_folder(ct2_dir)
         self._translator = ctranslate2.Translator(str(ct2_dir), device=device, intra_threads=intra_threads)
@@ -81,10 +81,10 @@ class NllbTranslator:
     ) -> list[str]:
         """What the model reads: the node's encoding, or (an empty source, or a code the model
         does not know yet) the bare pieces; the source cut to `max_length` when no match fits."""
-        from inference_gpu.nllb import EOS, EncodedSource
+        from serval_common.nllb_tokenizer import EOS, EncodedSource
 
         tokenizer = self._tokenizer
-        if source.strip() and _knows(tokenizer, source_code):
+        if source.strip() and tokenizer.knows_language(source_code):
             encoded = tokenizer.encode(source, source_code)
         else:
             encoded = EncodedSource(source, source_code, [], tokenizer.encode_target(source), [])
@@ -137,14 +137,6 @@ def translate_all(
         matches=matches,
     )
     return [t.text for t in translations]
-
-
-def _knows(tokenizer: object, code: str) -> bool:
-    try:
-        tokenizer.check_language(code)  # type: ignore[attr-defined]
-    except ValueError:
-        return False
-    return True
 
 
 def score(hypotheses: Sequence[str], references: Sequence[str]) -> Scores:

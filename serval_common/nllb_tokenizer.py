@@ -5,6 +5,9 @@ segment. Clients see words: source words are surface substrings of the original 
 of the normalized text), and every source piece is mapped back to the word it came from. Target
 pieces are merged into words, punctuation split off, and `detokenize` joins them into the
 translation.
+
+Node and build-job code share this module; it needs the `node` or `jobs` extra (SentencePiece,
+sacremoses), which the API image lacks, so the API service never imports it.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from functools import cache
 from itertools import accumulate
 from pathlib import Path
 
-import sentencepiece as spm
-from sacremoses import MosesPunctNormalizer
+try:
+    import sentencepiece as spm
+    from sacremoses import MosesPunctNormalizer
+except ImportError as missing:
+    raise ImportError(f"{__name__} needs the node or jobs extra (sentencepiece, sacremoses)") from missing
 
 SP_MODEL = "sentencepiece.bpe.model"
 EOS = "</s>"
@@ -33,6 +39,11 @@ _SEPARATOR_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
 _NO_SPACE_BEFORE = frozenset(",.;:!?)]}%”’»›…")
 _NO_SPACE_AFTER = frozenset("([{“‘«‹¿¡")
 _AMBIGUOUS_QUOTES = frozenset("\"'")
+
+
+class NllbInputError(ValueError):
+    """A segment with no words, or a language code the model does not know: the caller's input, not
+    a fault of the tokenizer."""
 
 
 _SPACE_RUN = " +"
@@ -251,16 +262,19 @@ class NllbTokenizer:
         processor = spm.SentencePieceProcessor(model_file=str(folder / SP_MODEL))
         return cls(processor, _read_vocabulary(folder))
 
+    def knows_language(self, code: str) -> bool:
+        """Whether the model knows `code` (any code, when its folder has no vocabulary file)."""
+        return self.language_codes is None or code in self.language_codes
+
     def check_language(self, code: str) -> None:
-        codes = self.language_codes
-        if codes is not None and code not in codes:
-            raise ValueError(f"the model does not know the language code {code!r}")
+        if not self.knows_language(code):
+            raise NllbInputError(f"the model does not know the language code {code!r}")
 
     def encode(self, segment: str, source_code: str) -> EncodedSource:
         """Normalize, encode and map every piece to a word of the original segment."""
         spans = word_spans(segment)
         if not spans:
-            raise ValueError("the segment is empty")
+            raise NllbInputError("the segment is empty")
         self.check_language(source_code)
         normalized, to_original = normalize_with_origins(segment)
         encoded = self._sp.encode(normalized, return_type="offset_mapping")  # character offsets

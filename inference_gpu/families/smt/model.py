@@ -14,10 +14,10 @@ with `WorkerLost` (the node answers "model unavailable"), the model is marked `l
 the revision afresh, replaying the engine's trained segments, so no silently forgetful model is
 ever served.
 
-The worker process holds an `SmtEngine` (`inference_gpu.families.smt_engine`: translate, n-best,
+The worker process holds an `SmtEngine` (`inference_gpu.families.smt.engine`: translate, n-best,
 prefix-constrained translation, word graphs and their cache, train-segment) through
-`inference_gpu.families.smt_worker`; the word graphs' pruning and prefix search are
-`inference_gpu.families.smt_word_graph`'s.
+`inference_gpu.families.smt.worker`; the word graphs' pruning and prefix search are
+`inference_gpu.families.smt.word_graph`'s.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inference_gpu.families.base import Capability, ServedModel
-from inference_gpu.families.smt_worker import resident_bytes, worker_call, worker_load
+from inference_gpu.families.base import BadInput, Capability, ServedModel
+from inference_gpu.families.smt.worker import resident_bytes, worker_call, worker_load
 from serval.inference.v1 import node_pb2
 from serval_common.core import UNKNOWN_SENDER, Detail, Sender
 from serval_common.core import TranslationResult as CoreResult
@@ -183,7 +183,7 @@ class SmtModel(ServedModel):
     ) -> list[CoreResult]:
         """The worker answers in the node protocol's messages; Thot computes every field anyway."""
         if n < 1:
-            raise ValueError("n must be at least 1")
+            raise BadInput("n must be at least 1")
         raw: list[bytes] = await self._call("translate", segment, n, prefix)
         return [result_from_wire(node_pb2.TranslationResult.FromString(r)) for r in raw]
 

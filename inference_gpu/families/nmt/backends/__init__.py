@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from inference_gpu.backends.base import Backend, Hypothesis, TranslateRequest
-from inference_gpu.backends.ctranslate2 import CTranslate2Backend
+from inference_gpu.families.nmt.backends.base import Backend, Hypothesis, TranslateRequest
+from inference_gpu.families.nmt.backends.ctranslate2 import CTranslate2Backend
 
 BACKENDS: dict[str, type[Backend]] = {CTranslate2Backend.name: CTranslate2Backend}
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from inference_gpu.backends.base import Hypothesis
-from inference_gpu.nllb import DecodedTarget, EncodedSource
-from inference_gpu.results import word_alignment, word_confidences
+from inference_gpu.families.nmt.backends.base import Hypothesis
+from inference_gpu.families.nmt.results import word_alignment, word_confidences
 from serval_common.core import AlignedWordPair, TranslationSource, WordGraph, WordGraphArc
+from serval_common.nllb_tokenizer import DecodedTarget, EncodedSource
 
 _LOCAL_PAIR = (AlignedWordPair(0, 0),)
 

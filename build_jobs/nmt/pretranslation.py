@@ -14,10 +14,10 @@ import math
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from build_jobs.evaluate import NllbTranslator, match_targets
-from build_jobs.finetune import Canceled
+from build_jobs.data import Row, read_source_rows, target_key
+from build_jobs.nmt.evaluation import NllbTranslator, match_targets
+from build_jobs.progress import Canceled
 from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
 from serval_common.manifest import Manifest, fetch_folder
 from serval_common.model_revision import ModelRevision
@@ -25,32 +25,12 @@ from serval_common.store import ModelStore
 
 log = logging.getLogger(__name__)
 
-Row = dict[str, Any]
 Progress = Callable[[int, int], None]
 """(segments translated, segments to translate)"""
 
 MAX_LENGTH = 256
 """Tokens per segment, as the node decodes by default (`node.max_decoding_length`), unless the
 model's position limit is lower."""
-
-
-def source_key(build_id: str) -> str:
-    return f"builds/{build_id}/pretranslate.src.json"
-
-
-def target_key(build_id: str) -> str:
-    return f"builds/{build_id}/pretranslate.trg.json"
-
-
-def read_source_rows(store: ModelStore, build_id: str) -> list[Row]:
-    """The exported rows; none when the build pretranslates nothing (no file)."""
-    key = source_key(build_id)
-    if not store.exists(key):
-        return []
-    rows = json.loads(store.read_bytes(key) or b"[]")
-    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-        raise ValueError(f"{key} is not a JSON list of rows")
-    return rows
 
 
 def revision_memory(manifest: Manifest, model_dir: Path) -> TranslationMemory | None:

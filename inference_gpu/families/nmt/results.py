@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from inference_gpu.backends.base import Hypothesis
-from inference_gpu.nllb import DecodedTarget, EncodedSource
+from inference_gpu.families.nmt.backends.base import Hypothesis
 from serval_common.core import AlignedWordPair, Detail, Phrase, TranslationResult, TranslationSource
+from serval_common.nllb_tokenizer import DecodedTarget, EncodedSource
 
 _MIN_LOG_PROB = -700.0
 

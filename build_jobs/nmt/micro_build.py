@@ -24,11 +24,11 @@ from pathlib import Path
 
 from build_jobs.base_model.convert import convert_to_ctranslate2
 from build_jobs.data import CorpusError, read_pairs
-from build_jobs.evaluate import match_targets
-from build_jobs.finetune import Progress, ShouldCancel, finetune
+from build_jobs.nmt.evaluation import match_targets
+from build_jobs.nmt.finetune import Progress, ShouldCancel, finetune
+from build_jobs.nmt.train_build import TRAIN_END, TRAIN_START, TrainedModel
 from build_jobs.publish import HF_SUBFOLDER, checkpoint_max_positions
-from build_jobs.train_build import TRAIN_END, TRAIN_START, TrainedModel
-from serval_common.build_options import BuildOptions, MicroBuild
+from serval_common.build_options import MicroBuild, NmtBuildOptions
 from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
 from serval_common.manifest import Manifest, ManifestError, fetch_folder
 from serval_common.model_revision import ModelRevision
@@ -66,7 +66,7 @@ def micro_build_model(
     build_id: str,
     source_language: str,
     target_language: str,
-    options: BuildOptions,
+    options: NmtBuildOptions,
     micro: MicroBuild,
     work: Path,
     phase: Callable[[float, str], None] | None = None,

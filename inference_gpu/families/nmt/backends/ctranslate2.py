@@ -22,7 +22,7 @@ from typing import Self
 import ctranslate2
 import numpy as np
 
-from inference_gpu.backends.base import Backend, Hypothesis, TranslateRequest
+from inference_gpu.families.nmt.backends.base import Backend, Hypothesis, TranslateRequest
 from serval_common.core import Detail
 from serval_common.settings import NodeSettings
 

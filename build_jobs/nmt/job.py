@@ -22,7 +22,7 @@ from typing import TypedDict
 from build_jobs.progress import BuildProgress
 from build_jobs.publish import base_model_prefix, inference_only_manifest, publish_revision
 from build_jobs.template import Built, FamilyBuildJob
-from serval_common.build_options import BuildOptions
+from serval_common.build_options import NmtBuildOptions
 from serval_common.jobs import JobSpec
 from serval_common.manifest import Manifest
 from serval_common.settings import Settings
@@ -59,7 +59,7 @@ class RevisionFields(TypedDict):
 class NmtBuildJob(FamilyBuildJob):
     def __init__(self, args: JobSpec, settings: Settings, store: ModelStore, progress: BuildProgress) -> None:
         super().__init__(args, settings, store, progress)
-        self.options = BuildOptions.parse(args.options_json)
+        self.options = NmtBuildOptions.parse(args.options_json)
         self.base_model = self.options.base_model or settings.jobs.default_base_model
         self.revision = RevisionFields(
             engine_id=args.engine_id,
@@ -93,7 +93,7 @@ class NmtBuildJob(FamilyBuildJob):
 
     def _micro_build(self, work: Path) -> Prepared:
         """Continue the engine's revision on the pairs confirmed since it (docs/learning.md)."""
-        from build_jobs.micro_build import micro_build_model
+        from build_jobs.nmt.micro_build import micro_build_model
 
         micro, progress, args = self.options.micro_build, self.progress, self.args
         assert micro is not None
@@ -125,7 +125,7 @@ class NmtBuildJob(FamilyBuildJob):
         )
 
     def _train(self, work: Path) -> Prepared:
-        from build_jobs.train_build import refuse_worse, train_model
+        from build_jobs.nmt.train_build import refuse_worse, train_model
 
         progress, jobs = self.progress, self.settings.jobs
         trained = train_model(
@@ -163,7 +163,7 @@ class NmtBuildJob(FamilyBuildJob):
     def _pretranslate(self, prepared: Prepared) -> int:
         """Pretranslate with the model the build is about to publish (the trained model's local
         folder, or the base model) and stream the rows; clients see them once the build completes."""
-        from build_jobs.pretranslate import (
+        from build_jobs.nmt.pretranslation import (
             decoding_limit,
             pretranslate,
             pretranslate_stored_model,

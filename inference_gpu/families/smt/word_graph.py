@@ -1,4 +1,4 @@
-"""Word-graph algorithms of the `smt-transfer` family (`inference_gpu.families.smt`), on plain
+"""Word-graph algorithms of the `smt-transfer` family (`inference_gpu.families.smt.model`), on plain
 data: pruning Thot's raw word graph, and the graph search that completes a typed prefix.
 
 **Word graphs** come from Thot's decoder with the folder's search settings, then are pruned here:

@@ -1,7 +1,7 @@
-"""The Thot engine of the `smt-transfer` family (`inference_gpu.families.smt`): a loaded Thot model
+"""The Thot engine of the `smt-transfer` family (`inference_gpu.families.smt.model`): a loaded Thot model
 and its operations (translate, n-best, prefix, word graph, train-segment), run inside the model's
-worker process (`inference_gpu.families.smt_worker`), answering in the node protocol's messages.
-The word graphs it makes are pruned by `inference_gpu.families.smt_word_graph`.
+worker process (`inference_gpu.families.smt.worker`), answering in the node protocol's messages.
+The word graphs it makes are pruned by `inference_gpu.families.smt.word_graph`.
 
 **Prefix-constrained translation** runs sil-machine's error-correcting word-graph processing
 (`ErrorCorrectionWordGraphProcessor`, guarded: `serval_common.word_graph_guard`) on the segment's
@@ -34,8 +34,8 @@ from machine.translation import (
 )
 from machine.translation.thot import ThotSmtModel
 
-from inference_gpu.families.base import InputTooLong
-from inference_gpu.families.smt_word_graph import RawArc, RawGraph, complete_prefix, prune
+from inference_gpu.families.base import BadInput, InputTooLong
+from inference_gpu.families.smt.word_graph import RawArc, RawGraph, complete_prefix, prune
 from serval.inference.v1 import node_pb2
 from serval_common.core import TranslationSource
 from serval_common.node_codec import graph_from_wire
@@ -196,7 +196,7 @@ class SmtEngine:
 
     def _check(self, segment: str) -> None:
         if not segment.strip():
-            raise ValueError("the segment is empty")
+            raise BadInput("the segment is empty")
         count = len(list(self.model.source_tokenizer.tokenize(segment)))
         if count > self.max_input_tokens:
             raise InputTooLong(f"the segment has {count} words; at most {self.max_input_tokens} are accepted")
@@ -351,7 +351,7 @@ class SmtEngine:
 
     def train_segment(self, source: str, target: str, sentence_start: bool) -> None:
         if not source.strip() or not target.strip():
-            raise ValueError("both segments of a pair to train must hold words")
+            raise BadInput("both segments of a pair to train must hold words")
         self._graphs.clear()
         self.model.train_segment(source, target, sentence_start)
         self._scores.clear()

@@ -15,13 +15,13 @@ import secrets
 
 from sqlalchemy import select
 
-from serval_api.builds.echo import ECHO_REF
-from serval_api.db.models import Build, BuildState, Engine, utcnow
+from serval_api.db.models import BuildRow, BuildState, EngineRow, utcnow
 from serval_api.service import diagnostics, pretranslations, revisions
 from serval_api.service.build_start import job_spec
 from serval_api.service.build_transitions import apply_job_change, record_job_ref
 from serval_api.service.context import Services
 from serval_api.service.keys import hash_secret
+from serval_api.service.launcher import REPLICA_BOUND_REFS
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +31,14 @@ MAX_RESTARTS = 2
 async def recover_builds(services: Services) -> None:
     instance = services.settings.api_instance_name
     async with services.db.session() as s:
-        running = select(Build.id, Build.job_ref).where(
-            Build.state.in_((BuildState.PENDING.value, BuildState.ACTIVE.value))
+        running = select(BuildRow.id, BuildRow.job_ref).where(
+            BuildRow.state.in_((BuildState.PENDING.value, BuildState.ACTIVE.value))
         )
         found = [(row[0], row[1]) for row in await s.execute(running)]
     for build_id, job_ref in found:
         extra = {"build_id": build_id, "job_ref": job_ref}
         kind, _, owner = (job_ref or "").partition(":")
-        if kind in ("local", ECHO_REF) and owner != instance:
+        if kind in REPLICA_BOUND_REFS and owner != instance:
             continue
         if job_ref is not None and await services.launcher.resume(build_id, job_ref):
             log.info("following the build job again", extra=extra)
@@ -51,10 +51,10 @@ async def recover_builds(services: Services) -> None:
 
 async def _restart(services: Services, build_id: str) -> None:
     token = secrets.token_urlsafe(32)
-    restarted: list[Build] = []
+    restarted: list[BuildRow] = []
     abandoned: list[int] = []
 
-    def restart(build: Build, engine: Engine) -> None:
+    def restart(build: BuildRow, engine: EngineRow) -> None:
         abandoned.append(build.target_model_revision)
         build.restarts += 1
         if build.restarts > MAX_RESTARTS:
@@ -82,11 +82,11 @@ async def _restart(services: Services, build_id: str) -> None:
         log.warning("build faulted after repeated restarts", extra={"build_id": build_id})
         return
     async with services.db.session() as s:
-        engine = await s.get(Engine, build.engine_id)
+        engine = await s.get(EngineRow, build.engine_id)
     if engine is None:
         return
-    data = build.execution_data or {}
-    train = bool(data.get("trainCount") or data.get("trainSegmentCount"))
+    data = build.execution_data
+    train = data is not None and bool(data.train_count or data.train_segment_count)
     spec = job_spec(services, build, engine, train=train, job_token=token)
     log.info("restarting the build job", extra={"build_id": build_id, "engine_id": engine.id})
     await record_job_ref(services, build_id, await services.launcher.launch(spec))

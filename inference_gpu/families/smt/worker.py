@@ -1,4 +1,4 @@
-"""The worker-process side of the `smt-transfer` family (`inference_gpu.families.smt`): each loaded
+"""The worker-process side of the `smt-transfer` family (`inference_gpu.families.smt.model`): each loaded
 model's worker process holds one `SmtEngine`, loaded by `worker_load` and driven by `worker_call`
 (the functions `SmtModel` submits to the process), and `resident_bytes` reads a process's resident
 memory for the model manager's memory budget.
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from inference_gpu.families.smt_engine import SmtEngine
+from inference_gpu.families.smt.engine import SmtEngine
 
 _engine: SmtEngine | None = None
 

@@ -14,6 +14,7 @@ from build_jobs.base_model.convert import without_progress_bars
 from build_jobs.base_model.tiny import _batches, _collate, encode_pairs
 from build_jobs.base_model.tokenizer import SENTENCEPIECE_MODEL, load_nllb_tokenizer, save_nllb_tokenizer
 from build_jobs.cpu_threads import torch_threads
+from build_jobs.progress import Canceled
 
 if TYPE_CHECKING:
     import torch
@@ -24,10 +25,6 @@ Progress = Callable[[int, int, float, float], None]
 ShouldCancel = Callable[[], bool]
 
 PROGRESS_EVERY = 10
-
-
-class Canceled(Exception):
-    """The build was canceled while training; nothing is published."""
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference_gpu.backends import Backend, Hypothesis, TranslateRequest, backend_class
 from inference_gpu.batcher import MicroBatcher
-from inference_gpu.families.base import Capability, InputTooLong, ServedModel
+from inference_gpu.families.base import BadInput, Capability, InputTooLong, ServedModel
+from inference_gpu.families.nmt.backends import Backend, Hypothesis, TranslateRequest, backend_class
+from inference_gpu.families.nmt.results import build_result
+from inference_gpu.families.nmt.word_graph import build_word_graph
 from inference_gpu.metrics import NodeMetrics
-from inference_gpu.nllb import EncodedSource, NllbTokenizer
-from inference_gpu.results import build_result
-from inference_gpu.word_graph import build_word_graph
 from serval_common.core import UNKNOWN_SENDER, Detail, Sender, TranslationResult, WordGraph
 from serval_common.fuzzy_memory import FUZZY_MATCH_INPUT, MEMORY_FILE, TranslationMemory
 from serval_common.manifest import Manifest
+from serval_common.nllb_tokenizer import EncodedSource, NllbInputError, NllbTokenizer
 from serval_common.settings import NodeSettings
 
 
@@ -113,11 +113,14 @@ class NmtModel(ServedModel):
         non-blank `prefix` (target text the user typed) is forced as the start of every
         hypothesis."""
         if n < 1:
-            raise ValueError("n must be at least 1")
+            raise BadInput("n must be at least 1")
         if not segment.strip():
-            raise ValueError("the segment is empty")
-        self.tokenizer.check_language(target_code)
-        source = self.tokenizer.encode(segment, source_code)
+            raise BadInput("the segment is empty")
+        try:
+            self.tokenizer.check_language(target_code)
+            source = self.tokenizer.encode(segment, source_code)
+        except NllbInputError as exc:
+            raise BadInput(str(exc)) from exc
         if len(source.tokens) > self.settings.max_input_tokens:
             raise InputTooLong(
                 f"the segment has {len(source.tokens)} tokens; at most {self.settings.max_input_tokens} are accepted"
@@ -195,7 +198,7 @@ class NmtModel(ServedModel):
         engine_id: str = "",
         sender: Sender = UNKNOWN_SENDER,
     ) -> WordGraph:
-        """The lattice of the whole beam's hypotheses (see `inference_gpu.word_graph`)."""
+        """The lattice of the whole beam's hypotheses (see `inference_gpu.families.nmt.word_graph`)."""
         source, hypotheses = await self.hypotheses(
             segment, self.settings.beam_size, source_code, target_code, engine_id=engine_id, sender=sender
         )
