@@ -64,8 +64,18 @@ RESULT_TABLES: tuple[ResultTable, ...] = (PretranslationRow, WordAlignmentRow)
 
 
 class StreamedRow(Protocol):
+    """What every row a build job streams back carries: where it belongs and which verses."""
+
     @property
     def engine_id(self) -> str: ...
+    @property
+    def corpus_id(self) -> str: ...
+    @property
+    def text_id(self) -> str: ...
+    @property
+    def source_refs(self) -> list[str]: ...
+    @property
+    def target_refs(self) -> list[str]: ...
 
 
 R = TypeVar("R", bound=StreamedRow)
@@ -141,8 +151,9 @@ async def insert_rows(
     return count
 
 
-def _validated(row: PretranslationInsert, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
-    where = f"pretranslation {index}"
+def check_streamed_row(where: str, row: StreamedRow, engine_id: str, max_items: int) -> None:
+    """The checks every streamed row passes (pretranslations and word alignments alike): the
+    stream's engine, a corpus and text id of bounded length without NULs, bounded refs."""
     if row.engine_id != engine_id:
         raise InvalidArgument(
             f"{where}: engine_id {limits.shown(row.engine_id)} differs from the stream's {engine_id!r}"
@@ -154,9 +165,14 @@ def _validated(row: PretranslationInsert, engine_id: str, index: int, max_items:
         if not value or len(value) > limit:
             raise InvalidArgument(f"{where}: {name} must hold 1 to {limit} characters")
         limits.no_nul(f"{where}: {name}", value)
-    limits.no_nul(f"{where}: translation", row.translation)
     limits.items(f"{where}: source_refs", row.source_refs, max_items)
     limits.items(f"{where}: target_refs", row.target_refs, max_items)
+
+
+def _validated(row: PretranslationInsert, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
+    where = f"pretranslation {index}"
+    check_streamed_row(where, row, engine_id, max_items)
+    limits.no_nul(f"{where}: translation", row.translation)
     if not math.isfinite(row.confidence) or not 0.0 <= row.confidence <= 1.0:
         raise InvalidArgument(f"{where}: confidence must be between 0 and 1, not {row.confidence}")
     return {

@@ -122,19 +122,7 @@ async def insert(services: Services, token: str | None, rows: AsyncIterable[Word
 
 def _validated(row: WordAlignmentInsert, engine_id: str, index: int, max_items: int) -> dict[str, Any]:
     where = f"word alignment {index}"
-    if row.engine_id != engine_id:
-        raise InvalidArgument(
-            f"{where}: engine_id {limits.shown(row.engine_id)} differs from the stream's {engine_id!r}"
-        )
-    for name, value, limit in (
-        ("corpus_id", row.corpus_id, limits.CORPUS_ID_CHARS),
-        ("text_id", row.text_id, limits.TEXT_ID_CHARS),
-    ):
-        if not value or len(value) > limit:
-            raise InvalidArgument(f"{where}: {name} must hold 1 to {limit} characters")
-        limits.no_nul(f"{where}: {name}", value)
-    limits.items(f"{where}: source_refs", row.source_refs, max_items)
-    limits.items(f"{where}: target_refs", row.target_refs, max_items)
+    pretranslations.check_streamed_row(where, row, engine_id, max_items)
     for name, tokens in (("source_tokens", row.source_tokens), ("target_tokens", row.target_tokens)):
         limits.items(f"{where}: {name}", tokens, MAX_TOKENS)
         for token in tokens:
