@@ -58,11 +58,8 @@ from serval_common.build_options import (
 )
 from serval_common.families import family
 from serval_common.jobs import JobSpec
-from serval_common.languages import inference_only_refusal
-from serval_common.manifest import ManifestError, base_model_folder, read_manifest, store_unavailable
-from serval_common.names import InvalidName
+from serval_common.manifest import store_unavailable
 from serval_common.redact import error_reference, redact, secret_values
-from serval_common.store import InvalidKey
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +111,9 @@ async def start_build(
         types=types,
     )
     plan = _noting_ignored_options(plan, engine_type, options)
-    base_model = _model_name(services, parsed)
+    base_model = build_model.model_name(services, parsed)
     if store_down is None and base_model is not None and not plan.train and plan.word_align_rows is None:
-        await _check_inference_only_languages(services, caller, engine_id, types, base_model)
+        await build_model.check_inference_only_languages(services, caller, engine_id, types, base_model)
     build, spec = await _record_build(
         services,
         caller,
@@ -188,7 +185,7 @@ async def _checked_options(
     """The build's options parsed for its engine type, and the base model they name checked."""
     parsed = _check_options(engine_type, options)
     if isinstance(parsed, NmtBuildOptions) and parsed.base_model is not None:
-        await _check_base_model(
+        await build_model.check_base_model(
             services, parsed.base_model, "model" if model is not None else "options.baseModel"
         )
     return parsed
@@ -230,7 +227,7 @@ async def _record_build(
                 target_model_revision=revisions.take_revision(engine),
                 job_token_hash=hash_secret(token),
                 date_created=now,
-                execution_data=plan.execution_data(engine, _model_name(services, parsed)),
+                execution_data=plan.execution_data(engine, build_model.model_name(services, parsed)),
                 train_segments_through=plan.train_segments_through,
                 deployment_version=service_version(),
             )
@@ -318,14 +315,6 @@ STORE_DOWN = (
 to the log's full account (the store's URL and the error), which no client reads."""
 
 
-class _StoreDown(Exception):
-    """The model store could not be reached while the build's options were checked."""
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
 async def _checked_options_or_store_down(
     services: Services, engine_type: str, options: dict[str, Any] | None, model: str | None
 ) -> tuple[JobOptions, Exception | None]:
@@ -333,7 +322,7 @@ async def _checked_options_or_store_down(
     options then parsed alone): it faults the build once recorded rather than refuse it."""
     try:
         return await _checked_options(services, engine_type, options, model), None
-    except _StoreDown as e:
+    except build_model.StoreDown as e:
         return _check_options(engine_type, options), e.cause
 
 
@@ -344,59 +333,3 @@ async def _fault_store_down(services: Services, build: BuildRow, cause: Exceptio
     extra = {"engine_id": build.engine_id, "build_id": build.id}
     message = error_reference(STORE_DOWN.format(what=what), cause, log, extra)
     await fault_build(services, build.id, message, discard=False)
-
-
-def _model_name(services: Services, options: JobOptions) -> str | None:
-    """The base model a build starts from (its `baseModel`, or the default); None for an engine
-    type without base models."""
-    if not isinstance(options, NmtBuildOptions):
-        return None
-    return options.base_model or services.settings.jobs.default_base_model
-
-
-async def _check_base_model(services: Services, name: str, field: str = "options.baseModel") -> None:
-    """A build starts only from a base model an administrator published (`serval admin
-    base-model …` writes `base-models/{name}/manifest.json`, last): 400 for any other name, naming
-    the published ones, before anything is recorded or queued."""
-    try:
-        await _read_base_model(services, name)
-    except InvalidArgument:
-        hint = build_model.published_hint(await build_model.published_base_models(services))
-        raise InvalidArgument(
-            f"{field}: {limits.shown(name)} is not a published base model; {hint}"
-        ) from None
-
-
-async def _check_inference_only_languages(
-    services: Services, caller: Caller, engine_id: str, types: frozenset[EngineType], base_model: str
-) -> None:
-    """An inference-only build serves its base model as it is: one whose manifest does not list the
-    engine's languages is refused now (400, the sentence the build job would fault with), not
-    after a job has run. A manifest that cannot be read leaves the job to say why."""
-    async with services.db.session() as s:
-        engine = await owned_engine(s, caller, engine_id, types=types)
-        codes = (engine.source_code, engine.target_code)
-    try:
-        manifest = await services.store_call(read_manifest, services.store, base_model_folder(base_model))
-    except (ManifestError, InvalidName, InvalidKey):
-        return
-    if manifest.kind != "base-model":
-        return
-    refusal = inference_only_refusal(base_model, manifest.languages, *codes)
-    if refusal is not None:
-        raise InvalidArgument(f"{refusal}.")
-
-
-async def _read_base_model(services: Services, name: str) -> None:
-    refused = InvalidArgument(f"{limits.shown(name)} is not a published base model")
-    try:
-        manifest = await services.store_call(read_manifest, services.store, base_model_folder(name))
-    except (InvalidName, InvalidKey):
-        raise refused from None
-    except ManifestError as e:
-        if store_unavailable(e):
-            raise _StoreDown(e) from e
-        log.info("build refused: base model not published", extra={"base_model": name, "error": str(e)})
-        raise refused from None
-    if manifest.kind != "base-model":
-        raise refused
