@@ -144,6 +144,7 @@ def test_claims_take_turns_between_owners(database_url: str, receiver: Receiver)
                                 events=ALL_EVENTS,
                             )
                         )
+                await s.flush()  # the hook first: the session orders inserts of unrelated classes by name
                 for n in range(30):
                     s.add(_row(f"b{n:02}", f"owner-b-{n % 3}", "owner-b", past + timedelta(microseconds=n)))
                 s.add(_row("a", "owner-a-0", "owner-a", past + timedelta(seconds=5)))
@@ -181,6 +182,7 @@ def test_a_claim_outlives_a_slow_send_and_no_row_is_sent_twice(database_url: str
                         id="slow", owner="o", payload_url=receiver.url, secret=SECRET, events=ALL_EVENTS
                     )
                 )
+                await s.flush()  # the hook first: the session orders inserts of unrelated classes by name
                 for n in range(rows):
                     s.add(_row(f"d{n}", "slow", "o", now + timedelta(microseconds=n)))
             workers = [DeliveryWorker(db, settings, replica=name) for name in ("replica-a", "replica-b")]
@@ -225,6 +227,7 @@ def test_one_hook_gets_its_own_bounded_concurrency_and_each_builds_events_in_ord
                 s.add(
                     WebhookRow(id="h", owner="o", payload_url=receiver.url, secret=SECRET, events=ALL_EVENTS)
                 )
+                await s.flush()  # the hook first: the session orders inserts of unrelated classes by name
                 for n in range(builds):
                     for k, event in enumerate(ALL_EVENTS):
                         row = _row(f"d{n}-{k}", "h", "o", now + timedelta(microseconds=2 * n + k), event)

@@ -511,6 +511,7 @@ def test_https_delivery_connects_to_the_checked_address_and_verifies_the_name(
         try:
             async with db.session() as s:
                 s.add(WebhookRow(id="tls", owner="o", payload_url=url, secret=SECRET, events=ALL_EVENTS))
+                await s.flush()  # the hook first: the session orders inserts of unrelated classes by name
                 s.add(
                     WebhookDeliveryRow(
                         id="d", hook_id="tls", owner="o", event="TranslationBuildStarted", body="{}"
