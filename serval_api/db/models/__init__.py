@@ -1,6 +1,11 @@
 """The API service's tables, one module per domain. Portable types only, so the same models run
 on SQLite and PostgreSQL. Import them from here: this package is their one public face, and
-importing it registers every table on `Base.metadata` (which the migrations compare against)."""
+importing it registers every table on `Base.metadata` (which the migrations compare against).
+
+The classes are rows, named so (`EngineRow`, `BuildRow`), and declare no `relationship()`: a
+session then orders the inserts of two classes by module and class name, not by their foreign
+keys, so code that adds a row and rows that refer to it in one transaction flushes the first
+before adding the others."""
 
 from serval_api.db.models.base import (
     TRANSLATION_TYPES,
