@@ -116,7 +116,7 @@ class JsonModel(_JsonShape[M]):
 
     def __init__(self, model: type[M]) -> None:
         super().__init__(TypeAdapter(model))
-        self.model = model
+        self.model = model  # named as the argument: SQLAlchemy's cache key for `cache_ok` reads it
 
 
 class JsonModelList(_JsonShape[list[M]]):
@@ -126,7 +126,7 @@ class JsonModelList(_JsonShape[list[M]]):
 
     def __init__(self, model: type[M]) -> None:
         super().__init__(TypeAdapter(list[model]))  # type: ignore[valid-type]
-        self.model = model
+        self.model = model  # the cache key, as in JsonModel
 
 
 def utcnow() -> datetime:
